@@ -1,0 +1,92 @@
+package bind
+
+import (
+	"math"
+
+	"github.com/udpdemux/udpdemux/hash1"
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+)
+
+// Conflicts reports whether binding n conflicts with e, a socket bound on
+// the same port: not both ReuseAddr, compatible devices, overlapping
+// addresses, and not both ReusePort with the same owner. Unlike Linux, a
+// compatible ReusePort socket does not excuse conflicts with the others.
+func Conflicts(n, e *sock.Entry) bool {
+	if n.Flags&e.Flags&sock.ReuseAddr != 0 {
+		return false
+	}
+	if n.Device != 0 && e.Device != 0 && n.Device != e.Device {
+		return false
+	}
+	if !ipv6.Overlap(n, e) {
+		return false
+	}
+	return n.Flags&e.Flags&sock.ReusePort == 0 || n.Owner != e.Owner
+}
+
+// Rule is how explicit-port checks choose between the tables.
+type Rule struct {
+	// Threshold: the secondary table is used when the primary chain holds
+	// more than Threshold sockets.
+	Threshold int
+	// Fallback: scan the primary chain instead when a secondary slot is
+	// longer than it (the hybrid rule).
+	Fallback bool
+}
+
+// Rules for the three lookup strategies.
+var (
+	OnePhaseRule = Rule{Threshold: math.MaxInt}
+	TwoPhaseRule = Rule{Threshold: -1}
+)
+
+// HybridRule is Linux 2.6.33's rule with the given threshold.
+func HybridRule(threshold int) Rule { return Rule{Threshold: threshold, Fallback: true} }
+
+// Checker runs explicit-port bind checks on a pair of tables.
+type Checker struct {
+	H1   *hash1.Table
+	H2   *hash2.Table
+	Rule Rule
+}
+
+// InUse reports whether a socket bound on n.Port conflicts with n, and
+// whether the secondary table answered. n.Key and n.AddrHash must be set.
+// The caller holds the primary slot lock of n.Port, which every writer of
+// a socket on that port holds too, so the secondary slots can be read
+// without their locks.
+func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
+	p := c.H1.Slot(n.Port)
+	if !needsPrimary(n) && p.Chain.Len() > c.Rule.Threshold {
+		i := c.H2.Index(n.AddrHash, n.Port)
+		w := c.H2.Index(c.H2.WildHash(), n.Port)
+		exact, wild := c.H2.At(i), c.H2.At(w)
+		limit := p.Chain.Len()
+		if !c.Rule.Fallback || (exact.Chain.Len() <= limit && wild.Chain.Len() <= limit) {
+			if chainConflicts(exact.Chain.First(), n) {
+				return true, true
+			}
+			return i != w && chainConflicts(wild.Chain.First(), n), true
+		}
+	}
+	return chainConflicts(p.Chain.First(), n), false
+}
+
+// needsPrimary reports whether sockets that conflict with n may sit outside
+// n's exact and wildcard secondary slots: n is a wildcard, which overlaps
+// every address, or IPv4 127.0.0.6, which dual-stack sockets connected to
+// IPv6 peers hold without being hashed under it.
+func needsPrimary(n *sock.Entry) bool {
+	return n.Key == sock.Wild4 || (!n.Has(sock.Is6) && n.V4 == ipv6.Placeholder4)
+}
+
+func chainConflicts(x *sock.Node, n *sock.Entry) bool {
+	for ; x != nil; x = x.Next.Load() {
+		if e := x.E; e.Port == n.Port && e.Sock != n.Sock && Conflicts(n, e) {
+			return true
+		}
+	}
+	return false
+}

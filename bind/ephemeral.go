@@ -1,0 +1,116 @@
+package bind
+
+import (
+	"math/bits"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lockorder"
+)
+
+// Ephemeral chooses ports for bind(0).
+//
+// Each algorithm returns with g holding the primary slot lock of the port
+// it chose, after setting n.Port, so that the caller links n before any
+// other bind can take the port; or it returns false holding nothing.
+type Ephemeral struct {
+	Checker
+	Range *Range
+	Occ   *Occupancy
+	Rand  *Rand
+}
+
+// indexTries bounds the retries when a port picked from the occupancy
+// index is taken by a concurrent bind before its slot is locked.
+const indexTries = 8
+
+// Index picks uniformly among the ports of the range that no socket uses.
+// With none, it fails at once if every port holds a socket that blocks n,
+// and otherwise searches the ports that may be shared with Bitmap.
+func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
+	for range indexTries {
+		p, ok := x.Occ.pickFree(x.Range, x.Rand)
+		if !ok {
+			break
+		}
+		g.Primary(&x.H1.Slot(p).Lock, x.H1.Index(p))
+		if x.Occ.Users(p) == 0 {
+			n.Port = p
+			return true
+		}
+		g.Unlock()
+	}
+	if !x.Occ.anyUnblocked(x.Range, n) {
+		return false
+	}
+	return x.Bitmap(n, g)
+}
+
+// Bitmap is Linux's search (udp_lib_get_port since 2.6.30): from a random
+// chain, scan each primary chain once, marking in a bitmap the ports of that
+// chain held by sockets that conflict with n, then walk the chain's ports
+// from a random one by an odd multiple of the table size — which visits
+// every port of the chain once in 16-bit arithmetic — and take the first
+// that is in range, unreserved and unmarked.
+func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
+	slots := x.H1.Len()
+	shift := uint(bits.TrailingZeros(uint(slots)))
+	remaining := uint64(x.Range.High-x.Range.Low) + 1
+	r := x.Rand.Uint32()
+	first := uint16(uint64(r)*remaining>>32) + x.Range.Low
+	step := uint16((r | 1) * uint32(slots))
+	var marked [65536 / sock.MinSlots / 64]uint64 // one bit per port of a chain
+	for i := 0; i < slots; i++ {
+		start := first + uint16(i)
+		slot := x.H1.Slot(start)
+		g.Primary(&slot.Lock, x.H1.Index(start))
+		marked = [len(marked)]uint64{}
+		for nd := slot.Chain.First(); nd != nil; nd = nd.Next.Load() {
+			if e := nd.E; Conflicts(n, e) {
+				k := e.Port >> shift
+				marked[k>>6] |= 1 << (k & 63)
+			}
+		}
+		p := start
+		for {
+			k := p >> shift
+			if x.Range.Allowed(p) && marked[k>>6]&(1<<(k&63)) == 0 {
+				n.Port = p
+				return true
+			}
+			p += step
+			if p == start {
+				break
+			}
+		}
+		g.Unlock()
+	}
+	return false
+}
+
+// Linear is the search before the 2009 fix: from a random port, probe port
+// after port by a random odd step, rescanning the port's chain for each.
+// It is kept for benchmarks.
+func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
+	remaining := uint32(x.Range.High-x.Range.Low) + 1
+	r := x.Rand.Uint32()
+	p := x.Range.Low + uint16(r%remaining)
+	first, step := p, uint16(r|1)
+	for {
+		slot := x.H1.Slot(p)
+		g.Primary(&slot.Lock, x.H1.Index(p))
+		n.Port = p
+		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), n) {
+			return true
+		}
+		g.Unlock()
+		for {
+			p += step
+			if p >= x.Range.Low && p <= x.Range.High {
+				break
+			}
+		}
+		if p == first {
+			return false
+		}
+	}
+}

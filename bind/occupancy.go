@@ -1,0 +1,128 @@
+package bind
+
+import (
+	"math/bits"
+	"sync/atomic"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Occupancy indexes which ports hold sockets, so bind(0) can pick
+// uniformly among unused ports in O(range/64) and fail at once when every
+// port holds a socket that blocks the new one.
+//
+// A blocker is a socket on a wildcard address with no ReuseAddr, no
+// ReusePort and no device: every new socket of the families it reaches
+// conflicts with it. An IPv4 0.0.0.0 (or ::ffff:0.0.0.0) blocker blocks
+// sockets that reach IPv4; an IPv6 "::" V6Only one, those that reach IPv6;
+// a dual-stack "::" one, all.
+//
+// The per-port counts are guarded by the port's primary slot lock; the
+// bitmaps summarise them and are read without locks.
+type Occupancy struct {
+	count    [65536]portCount // guarded by the port's primary slot lock
+	used     [words]atomic.Uint64
+	blocked4 [words]atomic.Uint64
+	blocked6 [words]atomic.Uint64
+}
+
+type portCount struct {
+	users  uint32
+	b4, b6 uint16
+}
+
+// Users returns the number of sockets on p. The caller holds p's primary
+// slot lock.
+func (o *Occupancy) Users(p uint16) int { return int(o.count[p].users) }
+
+// Add counts e on its port. The caller holds the port's primary slot lock.
+func (o *Occupancy) Add(e *sock.Entry) { o.update(e, 1) }
+
+// Remove uncounts e. The caller holds the port's primary slot lock.
+func (o *Occupancy) Remove(e *sock.Entry) { o.update(e, -1) }
+
+func (o *Occupancy) update(e *sock.Entry, d int) {
+	p := e.Port
+	c := &o.count[p]
+	c.users = uint32(int(c.users) + d)
+	setBit(&o.used[p>>6], p, c.users != 0)
+	b4, b6 := blocks(e)
+	if b4 {
+		c.b4 = uint16(int(c.b4) + d)
+		setBit(&o.blocked4[p>>6], p, c.b4 != 0)
+	}
+	if b6 {
+		c.b6 = uint16(int(c.b6) + d)
+		setBit(&o.blocked6[p>>6], p, c.b6 != 0)
+	}
+}
+
+func setBit(w *atomic.Uint64, p uint16, on bool) {
+	if on {
+		w.Or(1 << (p & 63))
+	} else {
+		w.And(^uint64(1 << (p & 63)))
+	}
+}
+
+// blocks reports which families of new sockets e blocks outright.
+func blocks(e *sock.Entry) (b4, b6 bool) {
+	if e.Flags&(sock.ReuseAddr|sock.ReusePort) != 0 || e.Device != 0 || e.Key != sock.Wild4 {
+		return false, false
+	}
+	if !e.Has(sock.Is6) || e.V6.IsMapped() {
+		return true, false
+	}
+	return !e.Has(sock.V6Only), true
+}
+
+// reaches reports which families a new socket n reaches, for blocking.
+func reaches(n *sock.Entry) (r4, r6 bool) {
+	if !n.Has(sock.Is6) || n.V6.IsMapped() {
+		return true, false
+	}
+	return n.V6 == sock.Wild6 && !n.Has(sock.V6Only), true
+}
+
+// pickFree returns a port of r chosen uniformly among those with no
+// socket, or false if there is none.
+func (o *Occupancy) pickFree(r *Range, rnd *Rand) (uint16, bool) {
+	lo, hi := int(r.Low>>6), int(r.High>>6)
+	total := 0
+	for w := lo; w <= hi; w++ {
+		total += bits.OnesCount64(r.allowed[w] &^ o.used[w].Load())
+	}
+	if total == 0 {
+		return 0, false
+	}
+	k := rnd.IntN(total)
+	for w := lo; w <= hi; w++ {
+		free := r.allowed[w] &^ o.used[w].Load()
+		n := bits.OnesCount64(free)
+		if k < n {
+			return uint16(w<<6) | selectBit(free, k), true
+		}
+		k -= n
+	}
+	// The index changed under us; the caller retries.
+	return 0, false
+}
+
+// anyUnblocked reports whether some port of r holds no socket that blocks
+// n outright.
+func (o *Occupancy) anyUnblocked(r *Range, n *sock.Entry) bool {
+	r4, r6 := reaches(n)
+	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
+		var b uint64
+		if r4 {
+			b |= o.blocked4[w].Load()
+		}
+		if r6 {
+			b |= o.blocked6[w].Load()
+		}
+		if r.allowed[w]&^b != 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,95 @@
+package bind
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"syscall"
+
+	"math/rand/v2"
+)
+
+// Default ephemeral range (Linux ip_local_port_range).
+const (
+	DefaultLow  = 32768
+	DefaultHigh = 60999
+)
+
+const words = 65536 / 64
+
+// bitmap is a set of ports.
+type bitmap [words]uint64
+
+func (b *bitmap) set(p uint16)           { b[p>>6] |= 1 << (p & 63) }
+func (b *bitmap) has(p uint16) bool      { return b[p>>6]&(1<<(p&63)) != 0 }
+func selectBit(w uint64, k int) uint16 { // index of the k-th (0-based) set bit of w
+	for ; k > 0; k-- {
+		w &= w - 1
+	}
+	return uint16(bits.TrailingZeros64(w))
+}
+
+// Range is the ephemeral port range and the reserved ports. It is immutable.
+type Range struct {
+	Low, High uint16
+	allowed   bitmap // in range and not reserved
+	reserved  bitmap
+}
+
+// NewRange checks and builds a range; low = high = 0 means the default.
+func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
+	if low == 0 && high == 0 {
+		low, high = DefaultLow, DefaultHigh
+	}
+	if low == 0 || low > high {
+		return nil, fmt.Errorf("ephemeral range %d-%d: want 1 <= low <= high <= 65535: %w", low, high, syscall.EINVAL)
+	}
+	r := &Range{Low: low, High: high}
+	for _, p := range reserved {
+		r.reserved.set(p)
+	}
+	for p := int(low); p <= int(high); p++ {
+		if !r.reserved.has(uint16(p)) {
+			r.allowed.set(uint16(p))
+		}
+	}
+	return r, nil
+}
+
+// Allowed reports whether bind(0) may choose p.
+func (r *Range) Allowed(p uint16) bool { return r.allowed.has(p) }
+
+// Reserved reports whether p is reserved.
+func (r *Range) Reserved(p uint16) bool { return r.reserved.has(p) }
+
+// Rand is a random source safe for concurrent use.
+type Rand struct {
+	mu  sync.Mutex
+	src rand.Source
+}
+
+// NewRand wraps src, which need not be safe for concurrent use.
+func NewRand(src rand.Source) *Rand { return &Rand{src: src} }
+
+// Uint64 returns a random 64-bit value.
+func (r *Rand) Uint64() uint64 {
+	r.mu.Lock()
+	v := r.src.Uint64()
+	r.mu.Unlock()
+	return v
+}
+
+// Uint32 returns a random 32-bit value.
+func (r *Rand) Uint32() uint32 { return uint32(r.Uint64() >> 32) }
+
+// IntN returns a uniform value in [0, n), n > 0, without modulo bias.
+func (r *Rand) IntN(n int) int {
+	// Lemire's multiply-and-reject.
+	un := uint64(n)
+	for {
+		hi, lo := bits.Mul64(r.Uint64(), un)
+		if lo >= un || lo >= -un%un {
+			return int(hi)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+package demux_test
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+func Example() {
+	t, err := demux.New[string](demux.Config{})
+	if err != nil {
+		panic(err)
+	}
+	any4 := netip.MustParseAddr("0.0.0.0")
+	lo := netip.MustParseAddr("127.0.0.1")
+	if _, err := t.Bind(demux.Options{Addr: any4, Port: 53}, "wildcard"); err != nil {
+		panic(err)
+	}
+	if _, err := t.Bind(demux.Options{Addr: lo, Port: 53, ReuseAddr: true}, "loopback"); err != nil {
+		fmt.Println("second bind:", errors.Is(err, syscall.EADDRINUSE))
+	}
+	client := netip.MustParseAddrPort("192.0.2.7:40000")
+	s, v := t.Lookup(client, netip.AddrPortFrom(lo, 53), 1)
+	fmt.Println(v, s.LocalAddr())
+	// Output:
+	// second bind: true
+	// wildcard 0.0.0.0:53
+}
+
+func ExampleTable_Bind_ephemeral() {
+	t, _ := demux.New[int](demux.Config{PortLow: 50000, PortHigh: 50009})
+	s, err := t.Bind(demux.Options{Addr: netip.MustParseAddr("::")}, 1)
+	if err != nil {
+		panic(err)
+	}
+	p := s.LocalAddr().Port()
+	fmt.Println(p >= 50000 && p <= 50009)
+	// Output: true
+}
+
+func ExampleTable_Connect() {
+	t, _ := demux.New[string](demux.Config{})
+	srv, _ := t.Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.1"), Port: 4433, ReuseAddr: true}, "listener")
+	peer := netip.MustParseAddrPort("127.0.0.9:5000")
+	// A wildcard socket connects: routing chose 127.0.0.1 as its source.
+	c, _ := t.Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), Port: 4433, ReuseAddr: true}, "flow")
+	if err := t.Connect(c, peer, netip.MustParseAddr("127.0.0.1")); err != nil {
+		panic(err)
+	}
+	_, v := t.Lookup(peer, netip.MustParseAddrPort("127.0.0.1:4433"), 1)
+	fmt.Println(v)
+	_, v = t.Lookup(netip.MustParseAddrPort("127.0.0.8:5000"), netip.MustParseAddrPort("127.0.0.1:4433"), 1)
+	fmt.Println(v, srv.LocalAddr())
+	// Output:
+	// flow
+	// listener 127.0.0.1:4433
+}
+
+func ExampleTable_LookupMulticast() {
+	t, _ := demux.New[string](demux.Config{})
+	for _, name := range []string{"a", "b"} {
+		t.Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), Port: 5353, ReuseAddr: true}, name)
+	}
+	t.LookupMulticast(netip.MustParseAddrPort("192.0.2.1:5353"), netip.MustParseAddrPort("224.0.0.251:5353"), 1,
+		func(s *demux.Socket[string], v string) bool {
+			fmt.Println(v)
+			return true
+		})
+	// Unordered output:
+	// a
+	// b
+}

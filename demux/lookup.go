@@ -1,0 +1,70 @@
+package demux
+
+import (
+	"net/netip"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
+)
+
+// Lookup returns the socket that receives a unicast datagram from src to
+// dst arriving on interface ifindex, and the value attached to it; a nil
+// socket if none does. A v4-mapped src or dst stands for the IPv4 datagram.
+// It takes no lock and does not allocate.
+func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
+	q, ok := lookup.NewQuery(src, dst, ifindex)
+	var e *sock.Entry
+	if ok {
+		switch t.strategy {
+		case OnePhase:
+			e = t.tabs.OnePhase(&q)
+			t.stats.lookup(lookup.Primary, &q)
+		case TwoPhase:
+			e = t.tabs.TwoPhase(&q)
+			t.stats.lookup(lookup.Secondary, &q)
+		default:
+			var p lookup.Path
+			e, p = t.tabs.Hybrid(&q)
+			t.stats.lookup(p, &q)
+		}
+	}
+	if e == nil {
+		var zero V
+		return nil, zero
+	}
+	s := e.Sock.Owner.(*Socket[V])
+	return s, s.val
+}
+
+// LookupMulticast calls yield for every socket that receives a multicast or
+// broadcast datagram from src to dst arriving on ifindex, until yield
+// returns false: sockets on dst's port whose local address is dst or a
+// wildcard that reaches it, whose peer (if connected) is src, and whose
+// device (if any) is ifindex. Group membership is the caller's business: it
+// should filter the sockets by the groups they joined. Each socket is
+// yielded once, from a consistent view of the table. It takes no lock and,
+// for up to 16 receivers, does not allocate.
+func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield func(*Socket[V], V) bool) {
+	q, ok := lookup.NewQuery(src, dst, ifindex)
+	if !ok {
+		return
+	}
+	var buf [16]*sock.Entry
+	var rs []*sock.Entry
+	switch t.strategy {
+	case OnePhase:
+		rs = t.tabs.MatchPrimary(&q, buf[:0])
+	case TwoPhase:
+		rs, _ = t.tabs.MatchSecondary(&q, buf[:0], -1)
+	default:
+		var p lookup.Path
+		rs, p = t.tabs.MatchHybrid(&q, buf[:0])
+		t.stats.lookup(p, &q)
+	}
+	for _, e := range rs {
+		s := e.Sock.Owner.(*Socket[V])
+		if !yield(s, s.val) {
+			return
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package demux
+
+import (
+	"net/netip"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Socket is a bound socket, the handle that Bind returns and Lookup finds.
+// It stays valid after Close, which makes it inert: its methods still
+// report its last addresses, and table operations on it fail with EBADF.
+// Its methods are safe for concurrent use.
+type Socket[V any] struct {
+	s    sock.Socket
+	t    *Table[V]
+	opts Options // as bound, with the port chosen; immutable
+	val  V
+}
+
+// Value returns the value attached to the socket at Bind.
+func (s *Socket[V]) Value() V { return s.val }
+
+// Options returns the options the socket was bound with, with Port set to
+// the port it got and V6Only as Linux leaves it.
+func (s *Socket[V]) Options() Options { return s.opts }
+
+// LocalAddr returns the local address and port. A socket bound to a
+// wildcard address reports the source address it took when it connected.
+func (s *Socket[V]) LocalAddr() netip.AddrPort {
+	e := s.s.Cur.Load()
+	return netip.AddrPortFrom(e.Local, e.Port)
+}
+
+// RemoteAddr returns the peer's address, or the zero AddrPort if the
+// socket is not connected.
+func (s *Socket[V]) RemoteAddr() netip.AddrPort { return s.s.Cur.Load().Peer }
+
+// Closed reports whether the socket was closed.
+func (s *Socket[V]) Closed() bool { return s.s.Closed.Load() }
+
+// Connected reports whether the socket has a peer.
+func (s *Socket[V]) Connected() bool { return s.s.Cur.Load().Has(sock.Connected) }

@@ -1,0 +1,48 @@
+package demux
+
+// Stats is a snapshot of a table's shape and of the paths its operations
+// took.
+type Stats struct {
+	Sockets    int        // sockets bound
+	Primary    ChainStats // the port table
+	Secondary  ChainStats // the (address, port) table
+	Lookups    PathCounts // unicast and multicast lookups, by path
+	BindChecks PathCounts // explicit-port bind conflict checks, by path (Fallback counts as Primary)
+}
+
+// ChainStats describes the chains of one table.
+type ChainStats struct {
+	Slots   int     // slots in the table
+	Used    int     // slots with at least one socket
+	Longest int     // the longest chain
+	Mean    float64 // mean length of the non-empty chains
+}
+
+// Stats returns the table's statistics. It reads every slot: O(slots).
+func (t *Table[V]) Stats() Stats {
+	st := Stats{Sockets: t.Len(), Lookups: t.stats.lookupCounts()}
+	st.BindChecks.Primary = t.stats.bindChecks[0].Load()
+	st.BindChecks.Secondary = t.stats.bindChecks[1].Load()
+	h1, h2 := t.tabs.H1, t.tabs.H2
+	st.Primary = chainStats(h1.Len(), func(i int) int { return h1.At(i).Chain.Len() })
+	st.Secondary = chainStats(h2.Len(), func(i int) int { return h2.At(i).Chain.Len() })
+	return st
+}
+
+func chainStats(slots int, length func(int) int) ChainStats {
+	c := ChainStats{Slots: slots}
+	total := 0
+	for i := range slots {
+		n := length(i)
+		if n == 0 {
+			continue
+		}
+		c.Used++
+		total += n
+		c.Longest = max(c.Longest, n)
+	}
+	if c.Used > 0 {
+		c.Mean = float64(total) / float64(c.Used)
+	}
+	return c
+}

@@ -1,0 +1,137 @@
+package demux
+
+import (
+	"crypto/rand"
+	"net/netip"
+	"fmt"
+	mrand "math/rand/v2"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/hash1"
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
+)
+
+// Config configures a Table. The zero value is a good default.
+type Config struct {
+	// Slots is the number of slots of each hash table: a power of two
+	// from 256 to 65536, or 0 for 4096. It never changes.
+	Slots int
+	// Threshold is the primary chain length above which Hybrid searches
+	// the secondary table: 0 means 10 (Linux's value); it must not be
+	// negative.
+	Threshold int
+	// Strategy selects the lookup and bind-check strategy (default Hybrid).
+	Strategy Strategy
+	// Ephemeral selects the bind(0) algorithm (default EphemeralIndex).
+	Ephemeral Ephemeral
+	// PortLow and PortHigh bound the ephemeral range, inclusive (Linux
+	// ip_local_port_range). Both 0 means 32768–60999; otherwise
+	// 1 ≤ PortLow ≤ PortHigh.
+	PortLow, PortHigh uint16
+	// ReservedPorts are never chosen by bind(0) (Linux
+	// ip_local_reserved_ports); explicit binds to them work.
+	ReservedPorts []uint16
+	// Rand is the random source for ephemeral ports and the hash seeds;
+	// nil means a ChaCha8 generator seeded from crypto/rand. The Table
+	// serializes its calls to it.
+	Rand mrand.Source
+	// ZoneIndex maps an IPv6 zone to an interface index; nil accepts
+	// decimal indexes only ("fe80::1%2" is interface 2).
+	ZoneIndex func(zone string) (int, error)
+}
+
+// DefaultThreshold is the hybrid rule's primary chain length (Linux: 10).
+const DefaultThreshold = 10
+
+// Table is a UDP socket table. All its methods are safe for concurrent use.
+type Table[V any] struct {
+	tabs      lookup.Tables
+	check     bind.Checker
+	eph       bind.Ephemeral
+	occ       bind.Occupancy
+	strategy  Strategy
+	ephemeral Ephemeral
+	zones     ipv6.ZoneIndex
+	seq       atomic.Uint64 // bind order, for ties
+	n         atomic.Int64  // sockets bound
+	stats     counters
+}
+
+// New makes a table. It fails with an error wrapping syscall.EINVAL if the
+// config is invalid.
+func New[V any](cfg Config) (*Table[V], error) {
+	threshold := cfg.Threshold
+	switch {
+	case threshold < 0:
+		return nil, fmt.Errorf("demux: threshold %d is negative: %w", threshold, syscall.EINVAL)
+	case threshold == 0:
+		threshold = DefaultThreshold
+	}
+	if cfg.Strategy > TwoPhase {
+		return nil, fmt.Errorf("demux: unknown strategy %d: %w", cfg.Strategy, syscall.EINVAL)
+	}
+	if cfg.Ephemeral > EphemeralLinear {
+		return nil, fmt.Errorf("demux: unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
+	}
+	slots := cfg.Slots
+	if slots == 0 {
+		slots = hash1.DefaultSlots
+	}
+	h1, err := hash1.New(slots)
+	if err != nil {
+		return nil, fmt.Errorf("demux: %w", err)
+	}
+	rng := cfg.Rand
+	if rng == nil {
+		var seed [32]byte
+		if _, err := rand.Read(seed[:]); err != nil {
+			return nil, fmt.Errorf("demux: seeding the random source: %w", err)
+		}
+		rng = mrand.NewChaCha8(seed)
+	}
+	rnd := bind.NewRand(rng)
+	h2, err := hash2.New(slots, rnd.Uint64())
+	if err != nil {
+		return nil, fmt.Errorf("demux: %w", err)
+	}
+	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
+	if err != nil {
+		return nil, fmt.Errorf("demux: %w", err)
+	}
+	t := &Table[V]{
+		tabs:      lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: rnd.Uint64()},
+		strategy:  cfg.Strategy,
+		ephemeral: cfg.Ephemeral,
+		zones:     cfg.ZoneIndex,
+	}
+	t.check = bind.Checker{H1: h1, H2: h2}
+	switch cfg.Strategy {
+	case OnePhase:
+		t.check.Rule = bind.OnePhaseRule
+	case TwoPhase:
+		t.check.Rule = bind.TwoPhaseRule
+	default:
+		t.check.Rule = bind.HybridRule(threshold)
+	}
+	t.eph = bind.Ephemeral{Checker: t.check, Range: r, Occ: &t.occ, Rand: rnd}
+	return t, nil
+}
+
+// Len returns the number of bound sockets.
+func (t *Table[V]) Len() int { return int(t.n.Load()) }
+
+// ReusePortIndex returns which member, counted from 0 in join order, of an
+// n-member SO_REUSEPORT group receives the datagrams of the flow src → dst.
+// It returns 0 when n < 1 or dst is not deliverable.
+func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
+	q, ok := lookup.NewQuery(src, dst, 0)
+	if !ok || n < 1 {
+		return 0
+	}
+	return lookup.Pick(lookup.FlowHash(t.tabs.Seed, &q), n)
+}
+

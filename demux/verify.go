@@ -1,0 +1,135 @@
+package demux
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+)
+
+// Verify checks the table's invariants and returns an error describing
+// every violation it finds: each open socket's current entry is in exactly
+// its primary slot and its secondary slot, and nothing else is; each slot's
+// count equals its chain's length and its links are consistent; each
+// entry's key and hash match its address; SO_REUSEPORT groups hold exactly
+// their unconnected ReusePort members; the ephemeral-port index matches the
+// sockets. It is a debugging aid for tests: call it when no write is in
+// flight. It costs O(slots + sockets).
+func (t *Table[V]) Verify() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		if len(errs) < 20 {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	h1, h2 := t.tabs.H1, t.tabs.H2
+	seen1 := map[*sock.Entry]bool{}
+	ports := map[uint16]int{}
+	for i := range h1.Len() {
+		c := &h1.At(i).Chain
+		n := walk(c, func(x *sock.Node) *sock.Node { return &x.E.N1 }, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+			if h1.Index(e.Port) != i {
+				bad("primary slot %d holds port %d", i, e.Port)
+			}
+			if seen1[e] {
+				bad("entry %v:%d twice in the primary table", e.Local, e.Port)
+			}
+			seen1[e] = true
+			ports[e.Port]++
+		})
+		if n != c.Len() {
+			bad("primary slot %d: count %d, chain %d", i, c.Len(), n)
+		}
+	}
+	seen2 := map[*sock.Entry]bool{}
+	for i := range h2.Len() {
+		s := h2.At(i)
+		if v := s.Seq.Read(); v&1 != 0 {
+			bad("secondary slot %d: move in progress", i)
+		}
+		c := &s.Chain
+		n := walk(c, func(x *sock.Node) *sock.Node { return &x.E.N2 }, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+			if k := ipv6.KeyOf(e.Flags, e.V4, e.V6); k != e.Key {
+				bad("entry %v:%d: key %v, want %v", e.Local, e.Port, e.Key, k)
+			}
+			if h := h2.AddrHash(e.Key); h != e.AddrHash {
+				bad("entry %v:%d: address hash %#x, want %#x", e.Local, e.Port, e.AddrHash, h)
+			}
+			if h2.Index(e.AddrHash, e.Port) != i {
+				bad("entry %v:%d in secondary slot %d, want %d", e.Local, e.Port, i, h2.Index(e.AddrHash, e.Port))
+			}
+			if seen2[e] {
+				bad("entry %v:%d twice in the secondary table", e.Local, e.Port)
+			}
+			seen2[e] = true
+		})
+		if n != c.Len() {
+			bad("secondary slot %d: count %d, chain %d", i, c.Len(), n)
+		}
+	}
+	if len(seen1) != int(t.n.Load()) || len(seen2) != int(t.n.Load()) {
+		bad("%d sockets bound, %d in the primary table, %d in the secondary", t.n.Load(), len(seen1), len(seen2))
+	}
+	for e := range seen1 {
+		if !seen2[e] {
+			bad("entry %v:%d in the primary table only", e.Local, e.Port)
+		}
+		if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
+			bad("entry %v:%d is not its socket's current state", e.Local, e.Port)
+		}
+		wantGroup := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+		if (e.Group != nil) != wantGroup {
+			bad("entry %v:%d: group %v, want one: %v", e.Local, e.Port, e.Group != nil, wantGroup)
+		}
+		if e.Group != nil {
+			in := false
+			for _, m := range e.Group.Members() {
+				in = in || m == e
+				if !seen1[m] {
+					bad("group of %v:%d holds a socket that is not bound", e.Local, e.Port)
+				} else if m.Port != e.Port || m.V4 != e.V4 || m.V6 != e.V6 || m.Device != e.Device || m.Owner != e.Owner {
+					bad("group of %v:%d holds %v:%d, which differs", e.Local, e.Port, m.Local, m.Port)
+				}
+			}
+			if !in {
+				bad("entry %v:%d is not in its group", e.Local, e.Port)
+			}
+		}
+	}
+	for e := range seen2 {
+		if !seen1[e] {
+			bad("entry %v:%d in the secondary table only", e.Local, e.Port)
+		}
+	}
+	for p := 0; p < 65536; p++ {
+		if got, want := t.occ.Users(uint16(p)), ports[uint16(p)]; got != want {
+			bad("port %d: occupancy index counts %d sockets, tables hold %d", p, got, want)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// walk follows chain c, checking the back links, calls f for every entry
+// and returns the chain's length. node maps an entry's node to the node of
+// the same chain kind, to check that the chain links only nodes of its kind.
+func walk(c *sock.Chain, node func(*sock.Node) *sock.Node, bad func(string, ...any), f func(*sock.Entry)) int {
+	n := 0
+	var prev *sock.Node
+	for x := c.First(); x != nil; x = x.Next.Load() {
+		if node(x) != x {
+			bad("a node of the other table is linked here")
+		}
+		if x.Prev != prev {
+			bad("broken back link")
+		}
+		f(x.E)
+		prev = x
+		n++
+		if n > 1<<26 {
+			bad("chain does not end")
+			break
+		}
+	}
+	return n
+}

@@ -1,0 +1,221 @@
+package demux
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lockorder"
+)
+
+// Bind binds a socket with the given options and attaches v to it. Port 0
+// chooses an ephemeral port. Errors wrap syscall.EADDRINUSE when the
+// address is in use (or, for port 0, no port is free for this socket) and
+// syscall.EINVAL for bad options; the table is then unchanged.
+func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
+	if o.Device < 0 || o.Device > math.MaxInt32 {
+		return nil, opError("bind", o, fmt.Errorf("device %d: %w", o.Device, syscall.EINVAL))
+	}
+	l, err := ipv6.Bind(o.Addr, o.V6Only, o.Device, t.zones)
+	if err != nil {
+		return nil, opError("bind", o, err)
+	}
+	s := &Socket[V]{t: t, val: v, opts: o}
+	s.s.Owner = s
+	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s}
+	setLocal(e, l)
+	if l.Device != 0 {
+		e.Device = int32(l.Device)
+		s.opts.Device = l.Device
+	}
+	if o.ReuseAddr {
+		e.Flags |= sock.ReuseAddr
+	}
+	if o.ReusePort {
+		e.Flags |= sock.ReusePort
+	}
+	e.AddrHash = t.tabs.H2.AddrHash(e.Key)
+	s.opts.V6Only = e.Has(sock.V6Only)
+
+	var g lockorder.Guard
+	if o.Port != 0 {
+		g.Primary(&t.tabs.H1.Slot(o.Port).Lock, t.tabs.H1.Index(o.Port))
+		inUse, secondary := t.check.InUse(e)
+		t.stats.bindCheck(secondary)
+		if inUse {
+			g.Unlock()
+			return nil, opError("bind", o, syscall.EADDRINUSE)
+		}
+	} else if !t.ephemeralPort(e, &g) {
+		return nil, opError("bind", o, fmt.Errorf("no free ephemeral port: %w", syscall.EADDRINUSE))
+	}
+	s.opts.Port = e.Port
+	e.Seq = t.seq.Add(1)
+	t.link(e, &g)
+	g.Unlock()
+	s.s.Cur.Store(e)
+	t.n.Add(1)
+	return s, nil
+}
+
+// ephemeralPort chooses e's port with the configured algorithm; on success
+// g holds the port's primary slot lock.
+func (t *Table[V]) ephemeralPort(e *sock.Entry, g *lockorder.Guard) bool {
+	switch t.ephemeral {
+	case EphemeralBitmap:
+		return t.eph.Bitmap(e, g)
+	case EphemeralLinear:
+		return t.eph.Linear(e, g)
+	}
+	return t.eph.Index(e, g)
+}
+
+// setLocal copies the local side l into e.
+func setLocal(e *sock.Entry, l ipv6.Local) {
+	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
+	e.Flags = e.Flags&^addrFlags | l.Flags
+	e.V4, e.V6, e.Key, e.Local = l.V4, l.V6, l.Key, l.Addr
+}
+
+// localOf returns e's local side.
+func localOf(e *sock.Entry) ipv6.Local {
+	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
+	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6, Key: e.Key, Addr: e.Local}
+}
+
+// link publishes a new entry e in both tables. g holds e's primary slot.
+func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
+	e.N1.E, e.N2.E = e, e
+	i := t.tabs.H2.Index(e.AddrHash, e.Port)
+	s2 := t.tabs.H2.At(i)
+	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+		e.Group = findGroup(s2.Chain.First(), e)
+		if e.Group == nil {
+			e.Group = new(sock.Group)
+		}
+		e.Group.Add(e)
+	}
+	g.Secondary(&s2.Lock, i)
+	s2.Chain.PushFront(&e.N2)
+	t.tabs.H1.Slot(e.Port).Chain.PushFront(&e.N1)
+	t.occ.Add(e)
+}
+
+// findGroup returns the SO_REUSEPORT group that e joins: that of an
+// unconnected ReusePort socket with the same address, port, device, family,
+// V6Only and owner. All such sockets share e's secondary slot, and the
+// caller's primary slot lock keeps them in place.
+func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
+	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
+	for ; n != nil; n = n.Next.Load() {
+		x := n.E
+		if x.Group != nil && x.Port == e.Port && x.Flags&key == e.Flags&key &&
+			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+// Connect connects s to remote. A socket bound to a wildcard address takes
+// local, the source address routing chose for remote (the table has no
+// routing table), as its local address, and counts as the most recently
+// bound socket for ties; for a socket bound to a specific address, local
+// must be the zero Addr or that address. Connecting again changes the peer.
+// Errors wrap syscall.EBADF for a closed socket, and EINVAL, EAFNOSUPPORT or
+// ENETUNREACH as Linux's connect returns them; the table is then unchanged.
+func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
+	if s == nil || s.t != t {
+		return &OpError{Op: "connect", Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
+	}
+	var g lockorder.Guard
+	port := s.opts.Port
+	g.Primary(&t.tabs.H1.Slot(port).Lock, t.tabs.H1.Index(port))
+	defer g.Unlock()
+	if s.s.Closed.Load() {
+		return s.opError("connect", syscall.EBADF)
+	}
+	old := s.s.Cur.Load()
+	l, peer, err := ipv6.Connect(localOf(old), int(old.Device), remote, local, t.zones)
+	if err != nil {
+		return s.opError("connect", err)
+	}
+	e := &sock.Entry{
+		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
+		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock,
+		Remote: peer.Addr, RemotePort: peer.Port, Peer: peer.AP,
+	}
+	setLocal(e, l)
+	if peer.Device != 0 {
+		e.Device = int32(peer.Device)
+	}
+	if e.Key != old.Key {
+		e.AddrHash = t.tabs.H2.AddrHash(e.Key)
+	}
+	if e.Local != old.Local {
+		e.Seq = t.seq.Add(1)
+	}
+	e.N1.E, e.N2.E = e, e
+	t.rehash(old, e, &g)
+	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
+	if old.Group != nil {
+		old.Group.Remove(old)
+	}
+	t.occ.Remove(old)
+	t.occ.Add(e)
+	s.s.Cur.Store(e)
+	return nil
+}
+
+// rehash replaces old by e in the secondary table, moving it to another
+// slot if its key changed. A move publishes e in its new slot before it
+// unlinks old, inside a sequence count of both slots, so a lookup that
+// searched the new slot before the move and the old one after it notices
+// and searches again.
+func (t *Table[V]) rehash(old, e *sock.Entry, g *lockorder.Guard) {
+	h2 := t.tabs.H2
+	oi, ni := h2.Index(old.AddrHash, old.Port), h2.Index(e.AddrHash, e.Port)
+	os, ns := h2.At(oi), h2.At(ni)
+	g.Secondaries(&os.Lock, oi, &ns.Lock, ni)
+	if oi == ni {
+		os.Chain.Replace(&old.N2, &e.N2)
+		return
+	}
+	os.Seq.Begin()
+	ns.Seq.Begin()
+	ns.Chain.PushFront(&e.N2)
+	os.Chain.Remove(&old.N2)
+	ns.Seq.End()
+	os.Seq.End()
+}
+
+// Close unbinds s. Closing a closed socket fails with an error wrapping
+// syscall.EBADF.
+func (t *Table[V]) Close(s *Socket[V]) error {
+	if s == nil || s.t != t {
+		return &OpError{Op: "close", Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
+	}
+	var g lockorder.Guard
+	port := s.opts.Port
+	g.Primary(&t.tabs.H1.Slot(port).Lock, t.tabs.H1.Index(port))
+	defer g.Unlock()
+	if s.s.Closed.Load() {
+		return s.opError("close", syscall.EBADF)
+	}
+	e := s.s.Cur.Load()
+	i := t.tabs.H2.Index(e.AddrHash, e.Port)
+	s2 := t.tabs.H2.At(i)
+	g.Secondary(&s2.Lock, i)
+	s2.Chain.Remove(&e.N2)
+	t.tabs.H1.Slot(port).Chain.Remove(&e.N1)
+	if e.Group != nil {
+		e.Group.Remove(e)
+	}
+	t.occ.Remove(e)
+	s.s.Closed.Store(true)
+	t.n.Add(-1)
+	return nil
+}

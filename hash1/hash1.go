@@ -1,0 +1,55 @@
+// Package hash1 is the primary socket table: slots keyed by local port
+// (port & mask), each with a chain of every socket whose port falls in it
+// and that chain's length. Binds with port 0, wildcard binds and lookups on
+// short chains use it.
+package hash1
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lockorder"
+)
+
+// DefaultSlots is the table size used when none is configured.
+const DefaultSlots = 4096
+
+// Slot is one primary slot. Its chain is read without locks; writers hold
+// Lock through a lockorder.Guard.
+type Slot struct {
+	Lock  lockorder.Mutex
+	Chain sock.Chain // guarded by Lock for writes
+	_     [24]byte   // keep hot slots on separate cache lines
+}
+
+// Table is the primary table. Its size never changes.
+type Table struct {
+	slots []Slot
+	mask  uint32
+}
+
+// New makes a table of n slots; n must be a power of two from 256 to 65536,
+// or 0 for DefaultSlots.
+func New(n int) (*Table, error) {
+	if n == 0 {
+		n = DefaultSlots
+	}
+	if !sock.ValidSlots(n) {
+		return nil, fmt.Errorf("hash1: %d slots: want a power of two from %d to %d: %w",
+			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
+	}
+	return &Table{slots: make([]Slot, n), mask: uint32(n - 1)}, nil
+}
+
+// Len returns the number of slots.
+func (t *Table) Len() int { return len(t.slots) }
+
+// Index returns the slot index of port.
+func (t *Table) Index(port uint16) int { return int(uint32(port) & t.mask) }
+
+// Slot returns the slot of port.
+func (t *Table) Slot(port uint16) *Slot { return &t.slots[uint32(port)&t.mask] }
+
+// At returns slot i.
+func (t *Table) At(i int) *Slot { return &t.slots[i] }

@@ -1,0 +1,83 @@
+// Package hash2 is the secondary socket table: slots keyed by (local
+// address, local port). The address part of the key is a seeded xxhash of
+// the address's 16-byte form, computed once per socket state and once per
+// lookup; the port is mixed in with an xor, as Linux's ipv4_portaddr_hash
+// does, so the exact and wildcard slots of one datagram cost one address
+// hash, not two.
+//
+// "::" hashes as 0.0.0.0 and ::ffff:a.b.c.d as a.b.c.d (callers pass the
+// 16-byte forms that package ipv6 defines as keys), so an IPv4 datagram finds
+// IPv4, dual-stack and v4-mapped IPv6 sockets in the same two slots.
+package hash2
+
+import (
+	"encoding/binary"
+	"fmt"
+	"syscall"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lockorder"
+)
+
+// Slot is one secondary slot. Its chain is read without locks; writers hold
+// Lock through a lockorder.Guard.
+//
+// Seq is a sequence count for moves: a writer that moves an entry from one
+// secondary slot to another makes Seq of both slots odd for the duration of
+// the move and even again after, so that a lookup that searched this slot
+// and then another can tell that an entry may have crossed between them.
+type Slot struct {
+	Lock  lockorder.Mutex
+	Seq   seqCount
+	Chain sock.Chain // guarded by Lock for writes
+	_     [16]byte
+}
+
+// Table is the secondary table. Its size and seed never change.
+type Table struct {
+	slots    []Slot
+	mask     uint32
+	proto    xxhash.Digest // seeded prototype, copied per hash
+	wildHash uint32        // AddrHash(sock.Wild4)
+}
+
+// New makes a table of n slots (a power of two from 256 to 65536) whose
+// address hash is seeded with seed.
+func New(n int, seed uint64) (*Table, error) {
+	if !sock.ValidSlots(n) {
+		return nil, fmt.Errorf("hash2: %d slots: want a power of two from %d to %d: %w",
+			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
+	}
+	t := &Table{slots: make([]Slot, n), mask: uint32(n - 1)}
+	t.proto.ResetWithSeed(seed)
+	t.wildHash = t.AddrHash(sock.Wild4)
+	return t, nil
+}
+
+// Len returns the number of slots.
+func (t *Table) Len() int { return len(t.slots) }
+
+// AddrHash returns the address part of the key of the 16-byte address a.
+// Callers pass the key form: the wildcard as sock.Wild4, IPv4 mapped.
+func (t *Table) AddrHash(a sock.Addr16) uint32 {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], a.Hi)
+	binary.BigEndian.PutUint64(b[8:], a.Lo)
+	d := t.proto
+	d.Write(b[:])
+	h := d.Sum64()
+	return uint32(h) ^ uint32(h>>32)
+}
+
+// WildHash returns AddrHash of the wildcard address.
+func (t *Table) WildHash() uint32 { return t.wildHash }
+
+// Index returns the slot index for an address hash and a port.
+func (t *Table) Index(addrHash uint32, port uint16) int {
+	return int((addrHash ^ uint32(port)) & t.mask)
+}
+
+// At returns slot i.
+func (t *Table) At(i int) *Slot { return &t.slots[i] }

@@ -1,0 +1,7 @@
+package hash2
+
+import "runtime"
+
+// spin yields while a writer finishes a move; a move is a few pointer
+// stores under a lock, so this is rare and short.
+func spin() { runtime.Gosched() }

@@ -1,0 +1,134 @@
+package ipv6
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Placeholder4 is the IPv4 address Linux gives the IPv4 side of a
+// dual-stack socket that connected to an IPv6 peer: 127.0.0.6.
+const Placeholder4 uint32 = 127<<24 | 6
+
+// Local is the local side of a socket as the cross-family rules see it.
+type Local struct {
+	Flags  uint8 // Is6, V6Only, HasV4, HasV6 bits of sock
+	V4     uint32
+	V6     sock.Addr16
+	Key    sock.Addr16
+	Device int   // the interface a link-local address names (0: none)
+	Addr   netip.Addr
+}
+
+// ZoneIndex turns an address zone into an interface index. The default,
+// NumericZone, accepts decimal indexes only.
+type ZoneIndex func(zone string) (int, error)
+
+// NumericZone parses a zone such as "3" as the interface index 3.
+func NumericZone(zone string) (int, error) {
+	n, err := strconv.ParseUint(zone, 10, 31)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("zone %q is not an interface index: %w", zone, syscall.EINVAL)
+	}
+	return int(n), nil
+}
+
+// NeedsScope reports whether a needs an interface to be meaningful:
+// link-local unicast (fe80::/10) and link-local multicast (ff02::/16) IPv6.
+func NeedsScope(a netip.Addr) bool {
+	return a.Is6() && !a.Is4In6() && (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast())
+}
+
+// Bind returns the local side of a socket bound to a with the given V6Only
+// and device. It fails with EINVAL for an invalid address, V6Only with an
+// IPv4 or v4-mapped address, a zone on an address that takes none, or a
+// link-local address with no interface or two different ones.
+func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
+	if !a.IsValid() {
+		return Local{}, fmt.Errorf("invalid local address: %w", syscall.EINVAL)
+	}
+	var l Local
+	if zone := a.Zone(); zone != "" {
+		if !NeedsScope(a) {
+			return Local{}, fmt.Errorf("zone on %v, which is not link-local: %w", a, syscall.EINVAL)
+		}
+		if zi == nil {
+			zi = NumericZone
+		}
+		idx, err := zi(zone)
+		if err != nil {
+			if !errors.Is(err, syscall.EINVAL) {
+				err = fmt.Errorf("%w: %w", err, syscall.EINVAL)
+			}
+			return Local{}, err
+		}
+		if idx <= 0 {
+			return Local{}, fmt.Errorf("zone %q names interface %d: %w", zone, idx, syscall.EINVAL)
+		}
+		if device != 0 && device != idx {
+			return Local{}, fmt.Errorf("zone %q (interface %d) but device %d: %w", zone, idx, device, syscall.EINVAL)
+		}
+		l.Device = idx
+	} else if NeedsScope(a) && device == 0 {
+		return Local{}, fmt.Errorf("link-local %v needs an interface (a zone or a device): %w", a, syscall.EINVAL)
+	}
+	a = a.WithZone("")
+	l.Addr = a
+	switch {
+	case a.Is4():
+		if v6only {
+			return Local{}, fmt.Errorf("V6Only on IPv4 address %v: %w", a, syscall.EINVAL)
+		}
+		l.Flags = sock.HasV4
+		l.V4 = v4(a)
+		l.V6 = sock.Map4(l.V4)
+	case a.Is4In6():
+		if v6only {
+			return Local{}, fmt.Errorf("V6Only with v4-mapped address %v: %w", a, syscall.EINVAL)
+		}
+		l.Flags = sock.Is6 | sock.HasV4
+		l.V6 = sock.From16(a)
+		l.V4 = l.V6.V4()
+	case a.IsUnspecified():
+		l.Flags = sock.Is6 | sock.HasV6
+		if v6only {
+			l.Flags |= sock.V6Only
+		} else {
+			l.Flags |= sock.HasV4
+		}
+	default:
+		// A specific IPv6 address makes the socket IPv6-only (Linux
+		// __inet6_bind); its IPv4 side is the placeholder.
+		l.Flags = sock.Is6 | sock.HasV6 | sock.V6Only
+		l.V6 = sock.From16(a)
+		l.V4 = Placeholder4
+	}
+	l.Key = KeyOf(l.Flags, l.V4, l.V6)
+	return l, nil
+}
+
+// KeyOf returns the secondary-table key of a local side: "::" hashes as
+// 0.0.0.0, an IPv4 or v4-mapped address as its mapped form, any other IPv6
+// address as itself.
+func KeyOf(flags uint8, v4 uint32, v6 sock.Addr16) sock.Addr16 {
+	if flags&sock.Is6 == 0 {
+		return sock.Map4(v4)
+	}
+	if v6 == sock.Wild6 {
+		return sock.Wild4
+	}
+	return v6
+}
+
+// IsWild reports whether the local side is a wildcard address ("0.0.0.0",
+// "::" or "::ffff:0.0.0.0").
+func (l Local) IsWild() bool { return l.Key == sock.Wild4 }
+
+func v4(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}

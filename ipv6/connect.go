@@ -1,0 +1,123 @@
+package ipv6
+
+import (
+	"fmt"
+	"net/netip"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Peer is a validated remote address: its 16-byte form (IPv4 mapped), the
+// address the socket reports, and the interface a link-local peer's zone
+// names.
+type Peer struct {
+	Addr   sock.Addr16
+	Port   uint16
+	AP     netip.AddrPort
+	Device int
+}
+
+// Connect returns the local side and peer of the socket whose local side
+// is l (with device dev) after it connects to peer, taking src as its
+// local address if l is a wildcard. src is what routing chose; it must be
+// given when l is a wildcard and, if given otherwise, must equal l's
+// address. The errors follow Linux: EINVAL for a malformed peer or source,
+// EAFNOSUPPORT for an IPv6 peer on an IPv4 socket, ENETUNREACH for an IPv4
+// peer on an IPv6-only socket.
+func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex) (Local, Peer, error) {
+	pa := peer.Addr()
+	if !pa.IsValid() || pa.IsUnspecified() || (pa.Is4In6() && pa.Unmap().IsUnspecified()) {
+		return l, Peer{}, fmt.Errorf("remote address %v: %w", pa, syscall.EINVAL)
+	}
+	if peer.Port() == 0 {
+		return l, Peer{}, fmt.Errorf("remote port 0: %w", syscall.EINVAL)
+	}
+	var p Peer
+	p.Port = peer.Port()
+	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
+		if !NeedsScope(pa) {
+			return l, Peer{}, fmt.Errorf("zone on %v, which is not link-local: %w", pa, syscall.EINVAL)
+		}
+		idx := dev
+		if zone != "" {
+			if zi == nil {
+				zi = NumericZone
+			}
+			z, err := zi(zone)
+			if err != nil || z <= 0 {
+				return l, Peer{}, fmt.Errorf("zone %q: %w", zone, syscall.EINVAL)
+			}
+			if dev != 0 && dev != z {
+				return l, Peer{}, fmt.Errorf("zone %q (interface %d) but device %d: %w", zone, z, dev, syscall.EINVAL)
+			}
+			idx = z
+		}
+		if idx == 0 {
+			return l, Peer{}, fmt.Errorf("link-local peer %v needs an interface: %w", pa, syscall.EINVAL)
+		}
+		p.Device = idx
+	}
+	is6 := l.Flags&sock.Is6 != 0
+	v4peer := pa.Is4() || pa.Is4In6()
+	switch {
+	case !is6 && !pa.Is4():
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
+	case is6 && v4peer && l.Flags&sock.V6Only != 0:
+		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
+	case is6 && v4peer && l.Flags&sock.HasV4 == 0:
+		return l, Peer{}, fmt.Errorf("IPv4 peer %v on a socket with an IPv6 local address: %w", pa, syscall.EINVAL)
+	case is6 && !v4peer && l.Flags&sock.HasV6 == 0:
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EINVAL)
+	}
+	pa = pa.WithZone("")
+	p.Addr = sock.From16(pa)
+	if is6 && pa.Is4() {
+		pa = netip.AddrFrom16(pa.As16())
+	}
+	p.AP = netip.AddrPortFrom(pa, peer.Port())
+
+	if !l.IsWild() {
+		if src.IsValid() && src.WithZone("").Unmap() != l.Addr.Unmap() {
+			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, l.Addr, syscall.EINVAL)
+		}
+		n := l
+		// A connected socket answers only its peer's family.
+		if v4peer {
+			n.Flags &^= sock.HasV6
+		} else {
+			n.Flags &^= sock.HasV4
+		}
+		return n, p, nil
+	}
+	if !src.IsValid() || src.IsUnspecified() || (src.Is4In6() && src.Unmap().IsUnspecified()) {
+		return l, Peer{}, fmt.Errorf("a wildcard socket needs the local source address routing chose: %w", syscall.EINVAL)
+	}
+	src = src.WithZone("")
+	n := l
+	switch {
+	case v4peer:
+		if !src.Unmap().Is4() {
+			return l, Peer{}, fmt.Errorf("IPv6 source %v for IPv4 peer %v: %w", src, pa, syscall.EINVAL)
+		}
+		n.V4 = v4(src.Unmap())
+		n.Flags &^= sock.HasV6
+		if is6 {
+			n.V6 = sock.Map4(n.V4)
+			n.Addr = netip.AddrFrom16(src.Unmap().As16())
+		} else {
+			n.V6 = sock.Map4(n.V4)
+			n.Addr = src.Unmap()
+		}
+	default:
+		if !src.Is6() || src.Is4In6() {
+			return l, Peer{}, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
+		}
+		n.V6 = sock.From16(src)
+		n.V4 = Placeholder4
+		n.Flags &^= sock.HasV4
+		n.Addr = src
+	}
+	n.Key = KeyOf(n.Flags, n.V4, n.V6)
+	return n, p, nil
+}

@@ -1,0 +1,63 @@
+package lookup
+
+import "github.com/udpdemux/udpdemux/internal/sock"
+
+// MatchPrimary appends to rs every entry of q's primary chain that
+// receives the multicast or broadcast datagram q (Linux
+// __udp4_lib_mcast_deliver).
+func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
+	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
+		if Matches(n.E, q) {
+			rs = append(rs, n.E)
+		}
+	}
+	return rs
+}
+
+// MatchSecondary appends the receivers of q found in its exact and
+// wildcard secondary slots. With limit ≥ 0 it gives up (false) on meeting a
+// slot longer than limit. It re-runs the search if a socket moved between
+// the two slots meanwhile, so that no socket is missed or seen twice.
+func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
+	h2 := t.H2
+	i := h2.Index(h2.AddrHash(q.Key), q.DstPort)
+	w := h2.Index(h2.WildHash(), q.DstPort)
+	exact, wild := h2.At(i), h2.At(w)
+	if limit >= 0 && (exact.Chain.Len() > limit || wild.Chain.Len() > limit) {
+		return rs, false
+	}
+	base := len(rs)
+	for {
+		rs = rs[:base]
+		seq := exact.Seq.Read()
+		wseq := wild.Seq.Read()
+		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
+			if Matches(n.E, q) {
+				rs = append(rs, n.E)
+			}
+		}
+		if i != w {
+			for n := wild.Chain.First(); n != nil; n = n.Next.Load() {
+				if Matches(n.E, q) {
+					rs = append(rs, n.E)
+				}
+			}
+		}
+		if !exact.Seq.Changed(seq) && !wild.Seq.Changed(wseq) {
+			return rs, true
+		}
+	}
+}
+
+// MatchHybrid chooses between MatchPrimary and MatchSecondary by the
+// hybrid rule, and reports the path it took.
+func (t *Tables) MatchHybrid(q *Query, rs []*sock.Entry) ([]*sock.Entry, Path) {
+	p := t.H1.Slot(q.DstPort).Chain.Len()
+	if p > t.Threshold {
+		if out, ok := t.MatchSecondary(q, rs, p); ok {
+			return out, Secondary
+		}
+		return t.MatchPrimary(q, rs), Fallback
+	}
+	return t.MatchPrimary(q, rs), Primary
+}

@@ -1,0 +1,100 @@
+package lookup
+
+import (
+	"net/netip"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Query is a datagram's addressing, prepared once per lookup. A v4-mapped
+// source or destination stands for the IPv4 datagram it maps.
+type Query struct {
+	Is4     bool
+	D4      uint32      // destination, when Is4
+	Key     sock.Addr16 // destination in 16-byte (secondary key) form
+	Src     sock.Addr16 // source in 16-byte form, IPv4 mapped
+	SrcPort uint16
+	DstPort uint16
+	Ifindex int32
+}
+
+// NewQuery prepares the lookup of a datagram from src to dst that arrived
+// on interface ifindex. It reports false when dst cannot be delivered to
+// any socket (an invalid or unspecified address, or port 0).
+func NewQuery(src, dst netip.AddrPort, ifindex int) (Query, bool) {
+	da := dst.Addr()
+	if !da.IsValid() || dst.Port() == 0 {
+		return Query{}, false
+	}
+	q := Query{
+		Key:     sock.From16(da),
+		Src:     sock.From16(src.Addr()),
+		SrcPort: src.Port(),
+		DstPort: dst.Port(),
+		Ifindex: int32(ifindex),
+	}
+	if q.Key.IsMapped() {
+		q.Is4 = true
+		q.D4 = q.Key.V4()
+		if q.D4 == 0 {
+			return Query{}, false
+		}
+	} else if q.Key == sock.Wild6 {
+		return Query{}, false
+	}
+	return q, true
+}
+
+// exactTier is added to the score of a candidate bound to the destination
+// address itself; it exceeds every score a wildcard candidate can reach.
+const exactTier = 16
+
+// Score returns the score of e for q, or -1 if e does not match.
+func Score(e *sock.Entry, q *Query) int {
+	if e.Port != q.DstPort {
+		return -1
+	}
+	var s int
+	if q.Is4 {
+		if e.Flags&sock.HasV4 == 0 {
+			return -1
+		}
+		if e.V4 == q.D4 {
+			s = exactTier
+		} else if e.V4 != 0 {
+			return -1
+		}
+		if e.Flags&sock.Is6 == 0 {
+			s += 2
+		} else {
+			s++
+		}
+	} else {
+		if e.Flags&sock.HasV6 == 0 {
+			return -1
+		}
+		if e.V6 == q.Key {
+			s = exactTier
+		} else if e.V6 != sock.Wild6 {
+			return -1
+		}
+		s++
+	}
+	if e.Flags&sock.Connected != 0 {
+		if e.Remote != q.Src || e.RemotePort != q.SrcPort {
+			return -1
+		}
+		s += 8
+	}
+	if e.Device != 0 {
+		if e.Device != q.Ifindex {
+			return -1
+		}
+		s += 4
+	}
+	return s
+}
+
+// Matches reports whether e receives a multicast or broadcast datagram q:
+// the same conditions as a unicast candidate, without the ranking.
+func Matches(e *sock.Entry, q *Query) bool { return Score(e, q) >= 0 }

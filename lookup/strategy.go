@@ -1,0 +1,108 @@
+package lookup
+
+import (
+	"github.com/udpdemux/udpdemux/hash1"
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Path says which search a lookup or bind check used.
+type Path uint8
+
+const (
+	// Primary is a scan of the port's primary chain.
+	Primary Path = iota
+	// Secondary is a search of the secondary slots.
+	Secondary
+	// Fallback is a hybrid lookup that chose the secondary table but
+	// found a secondary slot longer than the primary chain, and scanned
+	// the primary chain instead.
+	Fallback
+)
+
+// Tables is what a lookup reads: both tables, the hybrid threshold and the
+// flow hash seed. It is immutable.
+type Tables struct {
+	H1        *hash1.Table
+	H2        *hash2.Table
+	Threshold int
+	Seed      uint64
+}
+
+// best tracks the winning candidate of a scan.
+type best struct {
+	e     *sock.Entry
+	score int
+}
+
+func (b *best) offer(e *sock.Entry, q *Query) {
+	s := Score(e, q)
+	if s < 0 || s < b.score {
+		return
+	}
+	if s > b.score || b.e == nil || e.Seq > b.e.Seq {
+		b.e, b.score = e, s
+	}
+}
+
+func (b *best) scan(n *sock.Node, q *Query) {
+	for ; n != nil; n = n.Next.Load() {
+		b.offer(n.E, q)
+	}
+}
+
+// OnePhase scans the primary chain of q's port.
+func (t *Tables) OnePhase(q *Query) *sock.Entry {
+	b := best{score: -1}
+	b.scan(t.H1.Slot(q.DstPort).Chain.First(), q)
+	return reusePort(t.Seed, b.e, q)
+}
+
+// TwoPhase searches the exact-address secondary slot, then the wildcard
+// one.
+func (t *Tables) TwoPhase(q *Query) *sock.Entry {
+	e, _ := t.twoPhase(q, -1)
+	return reusePort(t.Seed, e, q)
+}
+
+// Hybrid applies Linux 2.6.33's rule and reports the path it took.
+func (t *Tables) Hybrid(q *Query) (*sock.Entry, Path) {
+	p := t.H1.Slot(q.DstPort).Chain.Len()
+	if p > t.Threshold {
+		if e, ok := t.twoPhase(q, p); ok {
+			return reusePort(t.Seed, e, q), Secondary
+		}
+		return t.OnePhase(q), Fallback
+	}
+	return t.OnePhase(q), Primary
+}
+
+// twoPhase searches the secondary slots. With limit ≥ 0 it gives up
+// (false) on meeting a slot longer than limit, as the hybrid rule wants.
+func (t *Tables) twoPhase(q *Query, limit int) (*sock.Entry, bool) {
+	h2 := t.H2
+	i := h2.Index(h2.AddrHash(q.Key), q.DstPort)
+	w := h2.Index(h2.WildHash(), q.DstPort)
+	exact, wild := h2.At(i), h2.At(w)
+	for {
+		if limit >= 0 && exact.Chain.Len() > limit {
+			return nil, false
+		}
+		seq := exact.Seq.Read()
+		b := best{score: -1}
+		b.scan(exact.Chain.First(), q)
+		if b.score >= exactTier || i == w {
+			return b.e, true
+		}
+		if limit >= 0 && wild.Chain.Len() > limit {
+			return nil, false
+		}
+		b.scan(wild.Chain.First(), q)
+		// A socket that connected meanwhile may have moved from the
+		// wildcard slot to the exact one after we searched the exact
+		// one; if so, search again.
+		if !exact.Seq.Changed(seq) {
+			return b.e, true
+		}
+	}
+}
