@@ -53,7 +53,7 @@ type Checker struct {
 }
 
 // InUse reports whether a socket bound on n.Port conflicts with n, and
-// whether the secondary table answered. n.Key and n.AddrHash must be set.
+// whether the secondary table answered. n.AddrHash must be set.
 // The caller holds the primary slot lock of n.Port, which every writer of
 // a socket on that port holds too, so the secondary slots can be read
 // without their locks.
@@ -79,7 +79,7 @@ func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
 // every address, or IPv4 127.0.0.6, which dual-stack sockets connected to
 // IPv6 peers hold without being hashed under it.
 func needsPrimary(n *sock.Entry) bool {
-	return n.Key == sock.Wild4 || (!n.Has(sock.Is6) && n.V4 == ipv6.Placeholder4)
+	return n.IsWild() || (!n.Has(sock.Is6) && n.V4 == ipv6.Placeholder4)
 }
 
 func chainConflicts(x *sock.Node, n *sock.Entry) bool {

@@ -67,7 +67,7 @@ func setBit(w *atomic.Uint64, p uint16, on bool) {
 
 // blocks reports which families of new sockets e blocks outright.
 func blocks(e *sock.Entry) (b4, b6 bool) {
-	if e.Flags&(sock.ReuseAddr|sock.ReusePort) != 0 || e.Device != 0 || e.Key != sock.Wild4 {
+	if e.Flags&(sock.ReuseAddr|sock.ReusePort) != 0 || e.Device != 0 || !e.IsWild() {
 		return false, false
 	}
 	if !e.Has(sock.Is6) || e.V6.IsMapped() {

@@ -20,8 +20,8 @@ const words = 65536 / 64
 // bitmap is a set of ports.
 type bitmap [words]uint64
 
-func (b *bitmap) set(p uint16)           { b[p>>6] |= 1 << (p & 63) }
-func (b *bitmap) has(p uint16) bool      { return b[p>>6]&(1<<(p&63)) != 0 }
+func (b *bitmap) set(p uint16)      { b[p>>6] |= 1 << (p & 63) }
+func (b *bitmap) has(p uint16) bool { return b[p>>6]&(1<<(p&63)) != 0 }
 func selectBit(w uint64, k int) uint16 { // index of the k-th (0-based) set bit of w
 	for ; k > 0; k-- {
 		w &= w - 1

@@ -12,7 +12,8 @@ import (
 // socket if none does. A v4-mapped src or dst stands for the IPv4 datagram.
 // It takes no lock and does not allocate.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
-	q, ok := lookup.NewQuery(src, dst, ifindex)
+	var q lookup.Query
+	ok := q.Init(src, dst, ifindex)
 	var e *sock.Entry
 	if ok {
 		switch t.strategy {
@@ -32,8 +33,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		var zero V
 		return nil, zero
 	}
-	s := e.Sock.Owner.(*Socket[V])
-	return s, s.val
+	return e.Handle.(*Socket[V]), e.Value.(V)
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -45,7 +45,8 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 // yielded once, from a consistent view of the table. It takes no lock and,
 // for up to 16 receivers, does not allocate.
 func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield func(*Socket[V], V) bool) {
-	q, ok := lookup.NewQuery(src, dst, ifindex)
+	var q lookup.Query
+	ok := q.Init(src, dst, ifindex)
 	if !ok {
 		return
 	}
@@ -62,8 +63,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p, &q)
 	}
 	for _, e := range rs {
-		s := e.Sock.Owner.(*Socket[V])
-		if !yield(s, s.val) {
+		if !yield(e.Handle.(*Socket[V]), e.Value.(V)) {
 			return
 		}
 	}

@@ -28,12 +28,12 @@ func (s *Socket[V]) Options() Options { return s.opts }
 // wildcard address reports the source address it took when it connected.
 func (s *Socket[V]) LocalAddr() netip.AddrPort {
 	e := s.s.Cur.Load()
-	return netip.AddrPortFrom(e.Local, e.Port)
+	return netip.AddrPortFrom(e.LocalAddr(), e.Port)
 }
 
 // RemoteAddr returns the peer's address, or the zero AddrPort if the
 // socket is not connected.
-func (s *Socket[V]) RemoteAddr() netip.AddrPort { return s.s.Cur.Load().Peer }
+func (s *Socket[V]) RemoteAddr() netip.AddrPort { return s.s.Cur.Load().Peer() }
 
 // Closed reports whether the socket was closed.
 func (s *Socket[V]) Closed() bool { return s.s.Closed.Load() }

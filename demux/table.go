@@ -2,9 +2,9 @@ package demux
 
 import (
 	"crypto/rand"
-	"net/netip"
 	"fmt"
 	mrand "math/rand/v2"
+	"net/netip"
 	"sync/atomic"
 	"syscall"
 
@@ -128,10 +128,10 @@ func (t *Table[V]) Len() int { return int(t.n.Load()) }
 // n-member SO_REUSEPORT group receives the datagrams of the flow src → dst.
 // It returns 0 when n < 1 or dst is not deliverable.
 func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
-	q, ok := lookup.NewQuery(src, dst, 0)
+	var q lookup.Query
+	ok := q.Init(src, dst, 0)
 	if !ok || n < 1 {
 		return 0
 	}
 	return lookup.Pick(lookup.FlowHash(t.tabs.Seed, &q), n)
 }
-

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
-	"github.com/udpdemux/udpdemux/ipv6"
 )
 
 // Verify checks the table's invariants and returns an error describing
@@ -33,7 +32,7 @@ func (t *Table[V]) Verify() error {
 				bad("primary slot %d holds port %d", i, e.Port)
 			}
 			if seen1[e] {
-				bad("entry %v:%d twice in the primary table", e.Local, e.Port)
+				bad("entry %v:%d twice in the primary table", e.LocalAddr(), e.Port)
 			}
 			seen1[e] = true
 			ports[e.Port]++
@@ -50,17 +49,14 @@ func (t *Table[V]) Verify() error {
 		}
 		c := &s.Chain
 		n := walk(c, func(x *sock.Node) *sock.Node { return &x.E.N2 }, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
-			if k := ipv6.KeyOf(e.Flags, e.V4, e.V6); k != e.Key {
-				bad("entry %v:%d: key %v, want %v", e.Local, e.Port, e.Key, k)
-			}
-			if h := h2.AddrHash(e.Key); h != e.AddrHash {
-				bad("entry %v:%d: address hash %#x, want %#x", e.Local, e.Port, e.AddrHash, h)
+			if h := h2.AddrHash(e.Key()); h != e.AddrHash {
+				bad("entry %v:%d: address hash %#x, want %#x", e.LocalAddr(), e.Port, e.AddrHash, h)
 			}
 			if h2.Index(e.AddrHash, e.Port) != i {
-				bad("entry %v:%d in secondary slot %d, want %d", e.Local, e.Port, i, h2.Index(e.AddrHash, e.Port))
+				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.Index(e.AddrHash, e.Port))
 			}
 			if seen2[e] {
-				bad("entry %v:%d twice in the secondary table", e.Local, e.Port)
+				bad("entry %v:%d twice in the secondary table", e.LocalAddr(), e.Port)
 			}
 			seen2[e] = true
 		})
@@ -73,33 +69,33 @@ func (t *Table[V]) Verify() error {
 	}
 	for e := range seen1 {
 		if !seen2[e] {
-			bad("entry %v:%d in the primary table only", e.Local, e.Port)
+			bad("entry %v:%d in the primary table only", e.LocalAddr(), e.Port)
 		}
 		if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
-			bad("entry %v:%d is not its socket's current state", e.Local, e.Port)
+			bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 		}
 		wantGroup := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
 		if (e.Group != nil) != wantGroup {
-			bad("entry %v:%d: group %v, want one: %v", e.Local, e.Port, e.Group != nil, wantGroup)
+			bad("entry %v:%d: group %v, want one: %v", e.LocalAddr(), e.Port, e.Group != nil, wantGroup)
 		}
 		if e.Group != nil {
 			in := false
 			for _, m := range e.Group.Members() {
 				in = in || m == e
 				if !seen1[m] {
-					bad("group of %v:%d holds a socket that is not bound", e.Local, e.Port)
+					bad("group of %v:%d holds a socket that is not bound", e.LocalAddr(), e.Port)
 				} else if m.Port != e.Port || m.V4 != e.V4 || m.V6 != e.V6 || m.Device != e.Device || m.Owner != e.Owner {
-					bad("group of %v:%d holds %v:%d, which differs", e.Local, e.Port, m.Local, m.Port)
+					bad("group of %v:%d holds %v:%d, which differs", e.LocalAddr(), e.Port, m.LocalAddr(), m.Port)
 				}
 			}
 			if !in {
-				bad("entry %v:%d is not in its group", e.Local, e.Port)
+				bad("entry %v:%d is not in its group", e.LocalAddr(), e.Port)
 			}
 		}
 	}
 	for e := range seen2 {
 		if !seen1[e] {
-			bad("entry %v:%d in the secondary table only", e.Local, e.Port)
+			bad("entry %v:%d in the secondary table only", e.LocalAddr(), e.Port)
 		}
 	}
 	for p := 0; p < 65536; p++ {

@@ -24,8 +24,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	s.s.Owner = s
-	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s}
+	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s, Handle: s, Value: v}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -37,7 +36,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if o.ReusePort {
 		e.Flags |= sock.ReusePort
 	}
-	e.AddrHash = t.tabs.H2.AddrHash(e.Key)
+	e.AddrHash = t.tabs.H2.AddrHash(l.Key)
 	s.opts.V6Only = e.Has(sock.V6Only)
 
 	var g lockorder.Guard
@@ -77,13 +76,13 @@ func (t *Table[V]) ephemeralPort(e *sock.Entry, g *lockorder.Guard) bool {
 func setLocal(e *sock.Entry, l ipv6.Local) {
 	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
 	e.Flags = e.Flags&^addrFlags | l.Flags
-	e.V4, e.V6, e.Key, e.Local = l.V4, l.V6, l.Key, l.Addr
+	e.V4, e.V6 = l.V4, l.V6
 }
 
 // localOf returns e's local side.
 func localOf(e *sock.Entry) ipv6.Local {
 	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
-	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6, Key: e.Key, Addr: e.Local}
+	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6, Key: e.Key()}
 }
 
 // link publishes a new entry e in both tables. g holds e's primary slot.
@@ -145,17 +144,17 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	e := &sock.Entry{
 		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
-		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock,
-		Remote: peer.Addr, RemotePort: peer.Port, Peer: peer.AP,
+		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock, Handle: old.Handle, Value: old.Value,
+		Remote: peer.Addr, RemotePort: peer.Port,
 	}
 	setLocal(e, l)
 	if peer.Device != 0 {
 		e.Device = int32(peer.Device)
 	}
-	if e.Key != old.Key {
-		e.AddrHash = t.tabs.H2.AddrHash(e.Key)
+	if l.Key != old.Key() {
+		e.AddrHash = t.tabs.H2.AddrHash(l.Key)
 	}
-	if e.Local != old.Local {
+	if e.V4 != old.V4 || e.V6 != old.V6 {
 		e.Seq = t.seq.Add(1)
 	}
 	e.N1.E, e.N2.E = e, e

@@ -20,7 +20,6 @@ const DefaultSlots = 4096
 type Slot struct {
 	Lock  lockorder.Mutex
 	Chain sock.Chain // guarded by Lock for writes
-	_     [24]byte   // keep hot slots on separate cache lines
 }
 
 // Table is the primary table. Its size never changes.

@@ -11,11 +11,9 @@
 package hash2
 
 import (
-	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"syscall"
-
-	"github.com/cespare/xxhash/v2"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
@@ -32,15 +30,14 @@ type Slot struct {
 	Lock  lockorder.Mutex
 	Seq   seqCount
 	Chain sock.Chain // guarded by Lock for writes
-	_     [16]byte
 }
 
 // Table is the secondary table. Its size and seed never change.
 type Table struct {
 	slots    []Slot
 	mask     uint32
-	proto    xxhash.Digest // seeded prototype, copied per hash
-	wildHash uint32        // AddrHash(sock.Wild4)
+	seed     uint64
+	wildHash uint32 // AddrHash(sock.Wild4)
 }
 
 // New makes a table of n slots (a power of two from 256 to 65536) whose
@@ -51,7 +48,7 @@ func New(n int, seed uint64) (*Table, error) {
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
 	t := &Table{slots: make([]Slot, n), mask: uint32(n - 1)}
-	t.proto.ResetWithSeed(seed)
+	t.seed = seed
 	t.wildHash = t.AddrHash(sock.Wild4)
 	return t, nil
 }
@@ -62,12 +59,9 @@ func (t *Table) Len() int { return len(t.slots) }
 // AddrHash returns the address part of the key of the 16-byte address a.
 // Callers pass the key form: the wildcard as sock.Wild4, IPv4 mapped.
 func (t *Table) AddrHash(a sock.Addr16) uint32 {
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[:8], a.Hi)
-	binary.BigEndian.PutUint64(b[8:], a.Lo)
-	d := t.proto
-	d.Write(b[:])
-	h := d.Sum64()
+	// The bytes of the address in network order, read as XXH64 reads
+	// them: little-endian words.
+	h := xxh64x16(t.seed, bits.ReverseBytes64(a.Hi), bits.ReverseBytes64(a.Lo))
 	return uint32(h) ^ uint32(h>>32)
 }
 

@@ -20,8 +20,7 @@ type Local struct {
 	V4     uint32
 	V6     sock.Addr16
 	Key    sock.Addr16
-	Device int   // the interface a link-local address names (0: none)
-	Addr   netip.Addr
+	Device int // the interface a link-local address names (0: none)
 }
 
 // ZoneIndex turns an address zone into an interface index. The default,
@@ -77,7 +76,6 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		return Local{}, fmt.Errorf("link-local %v needs an interface (a zone or a device): %w", a, syscall.EINVAL)
 	}
 	a = a.WithZone("")
-	l.Addr = a
 	switch {
 	case a.Is4():
 		if v6only {
@@ -107,21 +105,8 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		l.V6 = sock.From16(a)
 		l.V4 = Placeholder4
 	}
-	l.Key = KeyOf(l.Flags, l.V4, l.V6)
+	l.Key = sock.KeyOf(l.Flags, l.V4, l.V6)
 	return l, nil
-}
-
-// KeyOf returns the secondary-table key of a local side: "::" hashes as
-// 0.0.0.0, an IPv4 or v4-mapped address as its mapped form, any other IPv6
-// address as itself.
-func KeyOf(flags uint8, v4 uint32, v6 sock.Addr16) sock.Addr16 {
-	if flags&sock.Is6 == 0 {
-		return sock.Map4(v4)
-	}
-	if v6 == sock.Wild6 {
-		return sock.Wild4
-	}
-	return v6
 }
 
 // IsWild reports whether the local side is a wildcard address ("0.0.0.0",

@@ -35,6 +35,18 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	}
 	var p Peer
 	p.Port = peer.Port()
+	is6 := l.Flags&sock.Is6 != 0
+	v4peer := pa.Is4() || pa.Is4In6()
+	switch {
+	case !is6 && !pa.Is4():
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
+	case is6 && v4peer && l.Flags&sock.V6Only != 0:
+		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
+	case is6 && v4peer && l.Flags&sock.HasV4 == 0:
+		return l, Peer{}, fmt.Errorf("IPv4 peer %v on a socket with an IPv6 local address: %w", pa, syscall.EINVAL)
+	case is6 && !v4peer && l.Flags&sock.HasV6 == 0:
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EINVAL)
+	}
 	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
 		if !NeedsScope(pa) {
 			return l, Peer{}, fmt.Errorf("zone on %v, which is not link-local: %w", pa, syscall.EINVAL)
@@ -58,18 +70,6 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		}
 		p.Device = idx
 	}
-	is6 := l.Flags&sock.Is6 != 0
-	v4peer := pa.Is4() || pa.Is4In6()
-	switch {
-	case !is6 && !pa.Is4():
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
-	case is6 && v4peer && l.Flags&sock.V6Only != 0:
-		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
-	case is6 && v4peer && l.Flags&sock.HasV4 == 0:
-		return l, Peer{}, fmt.Errorf("IPv4 peer %v on a socket with an IPv6 local address: %w", pa, syscall.EINVAL)
-	case is6 && !v4peer && l.Flags&sock.HasV6 == 0:
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EINVAL)
-	}
 	pa = pa.WithZone("")
 	p.Addr = sock.From16(pa)
 	if is6 && pa.Is4() {
@@ -78,8 +78,8 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	p.AP = netip.AddrPortFrom(pa, peer.Port())
 
 	if !l.IsWild() {
-		if src.IsValid() && src.WithZone("").Unmap() != l.Addr.Unmap() {
-			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, l.Addr, syscall.EINVAL)
+		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.WithZone("").Unmap() != bound.Unmap() {
+			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}
 		n := l
 		// A connected socket answers only its peer's family.
@@ -102,13 +102,7 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		}
 		n.V4 = v4(src.Unmap())
 		n.Flags &^= sock.HasV6
-		if is6 {
-			n.V6 = sock.Map4(n.V4)
-			n.Addr = netip.AddrFrom16(src.Unmap().As16())
-		} else {
-			n.V6 = sock.Map4(n.V4)
-			n.Addr = src.Unmap()
-		}
+		n.V6 = sock.Map4(n.V4)
 	default:
 		if !src.Is6() || src.Is4In6() {
 			return l, Peer{}, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
@@ -116,8 +110,7 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		n.V6 = sock.From16(src)
 		n.V4 = Placeholder4
 		n.Flags &^= sock.HasV4
-		n.Addr = src
 	}
-	n.Key = KeyOf(n.Flags, n.V4, n.V6)
+	n.Key = sock.KeyOf(n.Flags, n.V4, n.V6)
 	return n, p, nil
 }

@@ -18,31 +18,22 @@ type Query struct {
 	Ifindex int32
 }
 
-// NewQuery prepares the lookup of a datagram from src to dst that arrived
-// on interface ifindex. It reports false when dst cannot be delivered to
-// any socket (an invalid or unspecified address, or port 0).
-func NewQuery(src, dst netip.AddrPort, ifindex int) (Query, bool) {
-	da := dst.Addr()
-	if !da.IsValid() || dst.Port() == 0 {
-		return Query{}, false
-	}
-	q := Query{
-		Key:     sock.From16(da),
-		Src:     sock.From16(src.Addr()),
-		SrcPort: src.Port(),
-		DstPort: dst.Port(),
-		Ifindex: int32(ifindex),
-	}
-	if q.Key.IsMapped() {
-		q.Is4 = true
+// Init prepares the lookup of a datagram from src to dst that arrived on
+// interface ifindex. It reports false when dst cannot be delivered to any
+// socket (an invalid or unspecified address, or port 0). It fills q in
+// place: a Query is too large to return cheaply on the lookup path.
+func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
+	q.DstPort = dst.Port()
+	q.Key = sock.From16(dst.Addr())
+	q.Src = sock.From16(src.Addr())
+	q.SrcPort = src.Port()
+	q.Ifindex = int32(ifindex)
+	q.Is4 = q.Key.IsMapped()
+	if q.Is4 {
 		q.D4 = q.Key.V4()
-		if q.D4 == 0 {
-			return Query{}, false
-		}
-	} else if q.Key == sock.Wild6 {
-		return Query{}, false
+		return q.D4 != 0 && q.DstPort != 0
 	}
-	return q, true
+	return q.Key != sock.Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
 }
 
 // exactTier is added to the score of a candidate bound to the destination

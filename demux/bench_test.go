@@ -1,0 +1,105 @@
+package demux_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+var strategies = []demux.Strategy{demux.OnePhase, demux.TwoPhase, demux.Hybrid}
+
+// samePortTable binds n sockets on port 53 at distinct IPv4 addresses,
+// plus a wildcard socket, and returns datagrams to the bound addresses in
+// random order.
+func samePortTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dsts := make([]netip.AddrPort, n)
+	for i := range n {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		if _, err := t.Bind(demux.Options{Addr: a, Port: 53}, i); err != nil {
+			b.Fatal(err)
+		}
+		dsts[i] = netip.AddrPortFrom(a, 53)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+	return t, dsts
+}
+
+// distinctPortsTable binds n wildcard sockets on distinct ports.
+func distinctPortsTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dsts := make([]netip.AddrPort, n)
+	any4 := netip.IPv4Unspecified()
+	for i := range n {
+		p := uint16(1 + i)
+		if _, err := t.Bind(demux.Options{Addr: any4, Port: p}, i); err != nil {
+			b.Fatal(err)
+		}
+		dsts[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+	return t, dsts
+}
+
+func benchLookups(b *testing.B, t *demux.Table[int], dsts []netip.AddrPort) {
+	src := netip.MustParseAddrPort("192.0.2.1:40000")
+	b.ReportAllocs()
+	b.ResetTimer()
+	miss := 0
+	for i := 0; b.Loop(); i++ {
+		if s, _ := t.Lookup(src, dsts[i%len(dsts)], 1); s == nil {
+			miss++
+		}
+	}
+	if miss > 0 {
+		b.Fatalf("%d lookups found no socket", miss)
+	}
+}
+
+// BenchmarkLookup measures lookups in the two shapes of the 2009 netdev
+// discussion, under each strategy, with a Go map probe as the floor.
+func BenchmarkLookup(b *testing.B) {
+	shapes := []struct {
+		name  string
+		n     int
+		build func(testing.TB, demux.Strategy, int) (*demux.Table[int], []netip.AddrPort)
+	}{
+		{"same-port", 512, samePortTable},
+		{"same-port", 4096, samePortTable},
+		{"distinct-ports", 65000, distinctPortsTable},
+	}
+	for _, sh := range shapes {
+		for _, s := range strategies {
+			b.Run(fmt.Sprintf("%s-%d/%v", sh.name, sh.n, s), func(b *testing.B) {
+				t, dsts := sh.build(b, s, sh.n)
+				benchLookups(b, t, dsts)
+			})
+		}
+		b.Run(fmt.Sprintf("%s-%d/map", sh.name, sh.n), func(b *testing.B) {
+			_, dsts := sh.build(b, demux.OnePhase, 1)
+			_, dsts = sh.build(b, demux.Hybrid, sh.n)
+			m := make(map[netip.AddrPort]int, len(dsts))
+			for i, d := range dsts {
+				m[d] = i
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			sum := 0
+			for i := 0; b.Loop(); i++ {
+				sum += m[dsts[i%len(dsts)]]
+			}
+			_ = sum
+		})
+	}
+}
