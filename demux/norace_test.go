@@ -1,0 +1,5 @@
+//go:build !race
+
+package demux_test
+
+const raceEnabled = false
