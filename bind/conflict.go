@@ -65,13 +65,13 @@ func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
 		exact, wild := c.H2.At(i), c.H2.At(w)
 		limit := p.Chain.Len()
 		if !c.Rule.Fallback || (exact.Chain.Len() <= limit && wild.Chain.Len() <= limit) {
-			if chainConflicts(exact.Chain.First(), n) {
+			if chainConflicts(exact.Chain.First(), true, n) {
 				return true, true
 			}
-			return i != w && chainConflicts(wild.Chain.First(), n), true
+			return i != w && chainConflicts(wild.Chain.First(), true, n), true
 		}
 	}
-	return chainConflicts(p.Chain.First(), n), false
+	return chainConflicts(p.Chain.First(), false, n), false
 }
 
 // needsPrimary reports whether sockets that conflict with n may sit outside
@@ -82,9 +82,11 @@ func needsPrimary(n *sock.Entry) bool {
 	return n.IsWild() || (!n.Has(sock.Is6) && n.V4 == ipv6.Placeholder4)
 }
 
-func chainConflicts(x *sock.Node, n *sock.Entry) bool {
+// chainConflicts reports whether an entry of the chain from x, other than
+// a state of n's own socket, conflicts with n on n's port.
+func chainConflicts(x *sock.Node, secondary bool, n *sock.Entry) bool {
 	for ; x != nil; x = x.Next.Load() {
-		if e := x.E; e.Port == n.Port && e.Sock != n.Sock && Conflicts(n, e) {
+		if e := sock.Of(x, secondary); e.Port == n.Port && e.Sock != n.Sock && Conflicts(n, e) {
 			return true
 		}
 	}

@@ -32,7 +32,7 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 		if !ok {
 			break
 		}
-		g.Primary(&x.H1.Slot(p).Lock, x.H1.Index(p))
+		x.H1.LockPort(g, p)
 		if x.Occ.Users(p) == 0 {
 			n.Port = p
 			return true
@@ -62,10 +62,10 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 	for i := 0; i < slots; i++ {
 		start := first + uint16(i)
 		slot := x.H1.Slot(start)
-		g.Primary(&slot.Lock, x.H1.Index(start))
+		x.H1.LockPort(g, start)
 		marked = [len(marked)]uint64{}
 		for nd := slot.Chain.First(); nd != nil; nd = nd.Next.Load() {
-			if e := nd.E; Conflicts(n, e) {
+			if e := sock.Of(nd, false); Conflicts(n, e) {
 				k := e.Port >> shift
 				marked[k>>6] |= 1 << (k & 63)
 			}
@@ -97,9 +97,9 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 	first, step := p, uint16(r|1)
 	for {
 		slot := x.H1.Slot(p)
-		g.Primary(&slot.Lock, x.H1.Index(p))
+		x.H1.LockPort(g, p)
 		n.Port = p
-		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), n) {
+		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), false, n) {
 			return true
 		}
 		g.Unlock()

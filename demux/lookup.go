@@ -2,6 +2,7 @@ package demux
 
 import (
 	"net/netip"
+	"unsafe"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
@@ -33,7 +34,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		var zero V
 		return nil, zero
 	}
-	return e.Handle.(*Socket[V]), e.Value.(V)
+	return handle[V](e), e.Value.(V)
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -63,8 +64,15 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p, &q)
 	}
 	for _, e := range rs {
-		if !yield(e.Handle.(*Socket[V]), e.Value.(V)) {
+		if !yield(handle[V](e), e.Value.(V)) {
 			return
 		}
 	}
+}
+
+// handle returns the public handle of e's socket. Socket embeds sock.Socket
+// as its first field, so the address of one is the address of the other;
+// TestHandleLayout checks it.
+func handle[V any](e *sock.Entry) *Socket[V] {
+	return (*Socket[V])(unsafe.Pointer(e.Sock))
 }

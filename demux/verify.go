@@ -27,7 +27,7 @@ func (t *Table[V]) Verify() error {
 	ports := map[uint16]int{}
 	for i := range h1.Len() {
 		c := &h1.At(i).Chain
-		n := walk(c, func(x *sock.Node) *sock.Node { return &x.E.N1 }, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, false, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h1.Index(e.Port) != i {
 				bad("primary slot %d holds port %d", i, e.Port)
 			}
@@ -48,7 +48,7 @@ func (t *Table[V]) Verify() error {
 			bad("secondary slot %d: move in progress", i)
 		}
 		c := &s.Chain
-		n := walk(c, func(x *sock.Node) *sock.Node { return &x.E.N2 }, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, true, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h := h2.AddrHash(e.Key()); h != e.AddrHash {
 				bad("entry %v:%d: address hash %#x, want %#x", e.LocalAddr(), e.Port, e.AddrHash, h)
 			}
@@ -107,19 +107,15 @@ func (t *Table[V]) Verify() error {
 }
 
 // walk follows chain c, checking the back links, calls f for every entry
-// and returns the chain's length. node maps an entry's node to the node of
-// the same chain kind, to check that the chain links only nodes of its kind.
-func walk(c *sock.Chain, node func(*sock.Node) *sock.Node, bad func(string, ...any), f func(*sock.Entry)) int {
+// and returns the chain's length.
+func walk(c *sock.Chain, secondary bool, bad func(string, ...any), f func(*sock.Entry)) int {
 	n := 0
 	var prev *sock.Node
 	for x := c.First(); x != nil; x = x.Next.Load() {
-		if node(x) != x {
-			bad("a node of the other table is linked here")
-		}
 		if x.Prev != prev {
 			bad("broken back link")
 		}
-		f(x.E)
+		f(sock.Of(x, secondary))
 		prev = x
 		n++
 		if n > 1<<26 {

@@ -24,7 +24,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s, Handle: s, Value: v}
+	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s, Value: v}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -41,7 +41,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 
 	var g lockorder.Guard
 	if o.Port != 0 {
-		g.Primary(&t.tabs.H1.Slot(o.Port).Lock, t.tabs.H1.Index(o.Port))
+		t.tabs.H1.LockPort(&g, o.Port)
 		inUse, secondary := t.check.InUse(e)
 		t.stats.bindCheck(secondary)
 		if inUse {
@@ -87,7 +87,6 @@ func localOf(e *sock.Entry) ipv6.Local {
 
 // link publishes a new entry e in both tables. g holds e's primary slot.
 func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
-	e.N1.E, e.N2.E = e, e
 	i := t.tabs.H2.Index(e.AddrHash, e.Port)
 	s2 := t.tabs.H2.At(i)
 	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
@@ -97,7 +96,7 @@ func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
 		}
 		e.Group.Add(e)
 	}
-	g.Secondary(&s2.Lock, i)
+	t.tabs.H2.Lock(g, i)
 	s2.Chain.PushFront(&e.N2)
 	t.tabs.H1.Slot(e.Port).Chain.PushFront(&e.N1)
 	t.occ.Add(e)
@@ -110,7 +109,7 @@ func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
 func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
 	for ; n != nil; n = n.Next.Load() {
-		x := n.E
+		x := sock.Of(n, true)
 		if x.Group != nil && x.Port == e.Port && x.Flags&key == e.Flags&key &&
 			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
 			return x.Group
@@ -132,7 +131,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	var g lockorder.Guard
 	port := s.opts.Port
-	g.Primary(&t.tabs.H1.Slot(port).Lock, t.tabs.H1.Index(port))
+	t.tabs.H1.LockPort(&g, port)
 	defer g.Unlock()
 	if s.s.Closed.Load() {
 		return s.opError("connect", syscall.EBADF)
@@ -144,7 +143,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	e := &sock.Entry{
 		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
-		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock, Handle: old.Handle, Value: old.Value,
+		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock, Value: old.Value,
 		Remote: peer.Addr, RemotePort: peer.Port,
 	}
 	setLocal(e, l)
@@ -157,7 +156,6 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	if e.V4 != old.V4 || e.V6 != old.V6 {
 		e.Seq = t.seq.Add(1)
 	}
-	e.N1.E, e.N2.E = e, e
 	t.rehash(old, e, &g)
 	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
@@ -178,7 +176,7 @@ func (t *Table[V]) rehash(old, e *sock.Entry, g *lockorder.Guard) {
 	h2 := t.tabs.H2
 	oi, ni := h2.Index(old.AddrHash, old.Port), h2.Index(e.AddrHash, e.Port)
 	os, ns := h2.At(oi), h2.At(ni)
-	g.Secondaries(&os.Lock, oi, &ns.Lock, ni)
+	h2.Lock2(g, oi, ni)
 	if oi == ni {
 		os.Chain.Replace(&old.N2, &e.N2)
 		return
@@ -199,7 +197,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 	}
 	var g lockorder.Guard
 	port := s.opts.Port
-	g.Primary(&t.tabs.H1.Slot(port).Lock, t.tabs.H1.Index(port))
+	t.tabs.H1.LockPort(&g, port)
 	defer g.Unlock()
 	if s.s.Closed.Load() {
 		return s.opError("close", syscall.EBADF)
@@ -207,7 +205,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 	e := s.s.Cur.Load()
 	i := t.tabs.H2.Index(e.AddrHash, e.Port)
 	s2 := t.tabs.H2.At(i)
-	g.Secondary(&s2.Lock, i)
+	t.tabs.H2.Lock(&g, i)
 	s2.Chain.Remove(&e.N2)
 	t.tabs.H1.Slot(port).Chain.Remove(&e.N1)
 	if e.Group != nil {

@@ -16,15 +16,16 @@ import (
 const DefaultSlots = 4096
 
 // Slot is one primary slot. Its chain is read without locks; writers hold
-// Lock through a lockorder.Guard.
+// the slot's lock (Table.LockPort).
 type Slot struct {
-	Lock  lockorder.Mutex
-	Chain sock.Chain // guarded by Lock for writes
+	Chain sock.Chain // guarded by the slot's lock for writes
 }
 
-// Table is the primary table. Its size never changes.
+// Table is the primary table. Its size never changes. The locks live apart
+// from the slots, so that the slots that lookups read stay dense.
 type Table struct {
 	slots []Slot
+	locks []lockorder.Mutex
 	mask  uint32
 }
 
@@ -38,7 +39,7 @@ func New(n int) (*Table, error) {
 		return nil, fmt.Errorf("hash1: %d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
-	return &Table{slots: make([]Slot, n), mask: uint32(n - 1)}, nil
+	return &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n), mask: uint32(n - 1)}, nil
 }
 
 // Len returns the number of slots.
@@ -49,6 +50,12 @@ func (t *Table) Index(port uint16) int { return int(uint32(port) & t.mask) }
 
 // Slot returns the slot of port.
 func (t *Table) Slot(port uint16) *Slot { return &t.slots[uint32(port)&t.mask] }
+
+// LockPort takes the lock of port's slot through g.
+func (t *Table) LockPort(g *lockorder.Guard, port uint16) {
+	i := t.Index(port)
+	g.Primary(&t.locks[i], i)
+}
 
 // At returns slot i.
 func (t *Table) At(i int) *Slot { return &t.slots[i] }

@@ -20,21 +20,21 @@ import (
 )
 
 // Slot is one secondary slot. Its chain is read without locks; writers hold
-// Lock through a lockorder.Guard.
+// the slot's lock (Table.Lock).
 //
 // Seq is a sequence count for moves: a writer that moves an entry from one
 // secondary slot to another makes Seq of both slots odd for the duration of
 // the move and even again after, so that a lookup that searched this slot
 // and then another can tell that an entry may have crossed between them.
 type Slot struct {
-	Lock  lockorder.Mutex
 	Seq   seqCount
-	Chain sock.Chain // guarded by Lock for writes
+	Chain sock.Chain // guarded by the slot's lock for writes
 }
 
 // Table is the secondary table. Its size and seed never change.
 type Table struct {
 	slots    []Slot
+	locks    []lockorder.Mutex // apart from the slots, which lookups read
 	mask     uint32
 	seed     uint64
 	wildHash uint32 // AddrHash(sock.Wild4)
@@ -47,7 +47,7 @@ func New(n int, seed uint64) (*Table, error) {
 		return nil, fmt.Errorf("hash2: %d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
-	t := &Table{slots: make([]Slot, n), mask: uint32(n - 1)}
+	t := &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n), mask: uint32(n - 1)}
 	t.seed = seed
 	t.wildHash = t.AddrHash(sock.Wild4)
 	return t, nil
@@ -71,6 +71,15 @@ func (t *Table) WildHash() uint32 { return t.wildHash }
 // Index returns the slot index for an address hash and a port.
 func (t *Table) Index(addrHash uint32, port uint16) int {
 	return int((addrHash ^ uint32(port)) & t.mask)
+}
+
+// Lock takes the lock of slot i through g, which holds a primary slot.
+func (t *Table) Lock(g *lockorder.Guard, i int) { g.Secondary(&t.locks[i], i) }
+
+// Lock2 takes the locks of slots i and j through g in ascending order, once
+// if i == j.
+func (t *Table) Lock2(g *lockorder.Guard, i, j int) {
+	g.Secondaries(&t.locks[i], i, &t.locks[j], j)
 }
 
 // At returns slot i.

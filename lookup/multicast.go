@@ -7,8 +7,8 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 // __udp4_lib_mcast_deliver).
 func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
 	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
-		if Matches(n.E, q) {
-			rs = append(rs, n.E)
+		if e := sock.Of(n, false); Matches(e, q) {
+			rs = append(rs, e)
 		}
 	}
 	return rs
@@ -32,14 +32,14 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 		seq := exact.Seq.Read()
 		wseq := wild.Seq.Read()
 		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
-			if Matches(n.E, q) {
-				rs = append(rs, n.E)
+			if e := sock.Of(n, true); Matches(e, q) {
+				rs = append(rs, e)
 			}
 		}
 		if i != w {
 			for n := wild.Chain.First(); n != nil; n = n.Next.Load() {
-				if Matches(n.E, q) {
-					rs = append(rs, n.E)
+				if e := sock.Of(n, true); Matches(e, q) {
+					rs = append(rs, e)
 				}
 			}
 		}

@@ -45,16 +45,18 @@ func (b *best) offer(e *sock.Entry, q *Query) {
 	}
 }
 
-func (b *best) scan(n *sock.Node, q *Query) {
+// scan offers every entry of the chain from n; secondary says which of
+// its entries' nodes the chain links.
+func (b *best) scan(n *sock.Node, secondary bool, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
-		b.offer(n.E, q)
+		b.offer(sock.Of(n, secondary), q)
 	}
 }
 
 // OnePhase scans the primary chain of q's port.
 func (t *Tables) OnePhase(q *Query) *sock.Entry {
 	b := best{score: -1}
-	b.scan(t.H1.Slot(q.DstPort).Chain.First(), q)
+	b.scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
 	return reusePort(t.Seed, b.e, q)
 }
 
@@ -90,14 +92,14 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Entry, bool) {
 		}
 		seq := exact.Seq.Read()
 		b := best{score: -1}
-		b.scan(exact.Chain.First(), q)
+		b.scan(exact.Chain.First(), true, q)
 		if b.score >= exactTier || i == w {
 			return b.e, true
 		}
 		if limit >= 0 && wild.Chain.Len() > limit {
 			return nil, false
 		}
-		b.scan(wild.Chain.First(), q)
+		b.scan(wild.Chain.First(), true, q)
 		// A socket that connected meanwhile may have moved from the
 		// wildcard slot to the exact one after we searched the exact
 		// one; if so, search again.

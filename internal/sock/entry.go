@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Flag bits of an Entry.
@@ -57,21 +58,21 @@ func be64(b []byte) uint64 {
 }
 
 // Node links an Entry into one chain. Next is read without locks by
-// lookups; Prev is used only by writers holding the chain's slot lock.
+// lookups; Prev is used only by writers holding the chain's slot lock. A
+// node is embedded in its Entry, which Of finds again.
 type Node struct {
 	Next atomic.Pointer[Node]
-	Prev *Node  // guarded by the slot lock
-	E    *Entry // the Entry this node belongs to; immutable
+	Prev *Node // guarded by the slot lock
 }
 
 // Entry is one published state of a bound socket. Every field but the
 // nodes' links is immutable after the Entry is linked into a chain.
 //
-// The fields that a lookup of an unconnected IPv4 socket reads come first
-// and together, so that a candidate costs as few cache lines as possible.
+// Entries are 128 bytes, two cache lines. The first holds all that a
+// primary-chain lookup of an unconnected socket reads, the value it returns
+// included; the second holds the secondary link and the rest.
 type Entry struct {
 	N1 Node // link in the primary (port) chain
-	N2 Node // link in the secondary (address, port) chain
 
 	Port       uint16
 	Flags      uint8
@@ -83,11 +84,14 @@ type Entry struct {
 	// connected to an IPv6 peer.
 	V4 uint32
 
+	// Value is the value the socket's owner attached to it.
+	Value any
+	// Sock is the socket this entry is a state of.
+	Sock *Socket
 	// Group is the SO_REUSEPORT group of an unconnected ReusePort entry.
 	Group *Group
-	// Handle and Value are what a lookup returns: the public handle of
-	// the socket and the value its owner attached to it.
-	Handle, Value any
+
+	N2 Node // link in the secondary (address, port) chain
 
 	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
 	// IPv4 socket, V4 in mapped form.
@@ -98,8 +102,18 @@ type Entry struct {
 	// AddrHash is the secondary hash of Key(), before the port is mixed in.
 	AddrHash uint32
 	Owner    uint32 // the uid stand-in for ReusePort
-	// Sock is the socket this entry is a state of.
-	Sock *Socket
+}
+
+// offN2 is the offset of N2 in an Entry.
+const offN2 = unsafe.Offsetof(Entry{}.N2)
+
+// Of returns the Entry that embeds n: as its N2 if secondary, else as its
+// N1.
+func Of(n *Node, secondary bool) *Entry {
+	if secondary {
+		return (*Entry)(unsafe.Add(unsafe.Pointer(n), -int(offN2)))
+	}
+	return (*Entry)(unsafe.Pointer(n))
 }
 
 // KeyOf returns the secondary-table key of a local side with the given
@@ -158,7 +172,9 @@ func (e *Entry) Peer() netip.AddrPort {
 // Has reports whether all of the flag bits f are set.
 func (e *Entry) Has(f uint8) bool { return e.Flags&f == f }
 
-// Socket is the stable identity of a bound socket across its states.
+// Socket is the stable identity of a bound socket across its states. The
+// public handle embeds it as its first field, so that a lookup can return
+// the handle from an Entry without a pointer chase of its own.
 // Cur and Closed change only under the socket's primary slot lock; they are
 // atomic so that the socket's owner can read them at any time. Lookups
 // never read them.
