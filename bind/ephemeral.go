@@ -28,9 +28,16 @@ const indexTries = 8
 // and otherwise searches the ports that may be shared with Bitmap.
 func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 	for range indexTries {
-		p, ok := x.Occ.pickFree(x.Range, x.Rand)
-		if !ok {
+		free, unblocked := x.Occ.census(x.Range, n)
+		if free == 0 {
+			if !unblocked {
+				return false
+			}
 			break
+		}
+		p, ok := x.Occ.kthFree(x.Range, x.Rand.IntN(free))
+		if !ok {
+			continue
 		}
 		x.H1.LockPort(g, p)
 		if x.Occ.Users(p) == 0 {
@@ -38,9 +45,6 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 			return true
 		}
 		g.Unlock()
-	}
-	if !x.Occ.anyUnblocked(x.Range, n) {
-		return false
 	}
 	return x.Bitmap(n, g)
 }

@@ -84,35 +84,14 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 	return n.V6 == sock.Wild6 && !n.Has(sock.V6Only), true
 }
 
-// pickFree returns a port of r chosen uniformly among those with no
-// socket, or false if there is none.
-func (o *Occupancy) pickFree(r *Range, rnd *Rand) (uint16, bool) {
-	lo, hi := int(r.Low>>6), int(r.High>>6)
-	total := 0
-	for w := lo; w <= hi; w++ {
-		total += bits.OnesCount64(r.allowed[w] &^ o.used[w].Load())
-	}
-	if total == 0 {
-		return 0, false
-	}
-	k := rnd.IntN(total)
-	for w := lo; w <= hi; w++ {
-		free := r.allowed[w] &^ o.used[w].Load()
-		n := bits.OnesCount64(free)
-		if k < n {
-			return uint16(w<<6) | selectBit(free, k), true
-		}
-		k -= n
-	}
-	// The index changed under us; the caller retries.
-	return 0, false
-}
-
-// anyUnblocked reports whether some port of r holds no socket that blocks
-// n outright.
-func (o *Occupancy) anyUnblocked(r *Range, n *sock.Entry) bool {
+// census counts the ports of r with no socket, and reports whether some
+// port of r holds no socket that blocks n outright, in one pass over the
+// range's bitmap words.
+func (o *Occupancy) census(r *Range, n *sock.Entry) (free int, unblocked bool) {
 	r4, r6 := reaches(n)
 	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
+		a := r.allowed[w]
+		free += bits.OnesCount64(a &^ o.used[w].Load())
 		var b uint64
 		if r4 {
 			b |= o.blocked4[w].Load()
@@ -120,9 +99,21 @@ func (o *Occupancy) anyUnblocked(r *Range, n *sock.Entry) bool {
 		if r6 {
 			b |= o.blocked6[w].Load()
 		}
-		if r.allowed[w]&^b != 0 {
-			return true
-		}
+		unblocked = unblocked || a&^b != 0
 	}
-	return false
+	return free, unblocked
+}
+
+// kthFree returns the k-th (from 0) port of r with no socket, or false if
+// the index changed since census and there is no such port any more.
+func (o *Occupancy) kthFree(r *Range, k int) (uint16, bool) {
+	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
+		free := r.allowed[w] &^ o.used[w].Load()
+		n := bits.OnesCount64(free)
+		if k < n {
+			return uint16(w<<6) | selectBit(free, k), true
+		}
+		k -= n
+	}
+	return 0, false
 }

@@ -11,6 +11,50 @@ import (
 
 var strategies = []demux.Strategy{demux.OnePhase, demux.TwoPhase, demux.Hybrid}
 
+// addr6N returns the n-th address of 2001:db8::/96.
+func addr6N(i int) netip.Addr {
+	b := [16]byte{0x20, 0x01, 0x0d, 0xb8, 12: byte(i >> 24), 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)}
+	return netip.AddrFrom16(b)
+}
+
+// samePort6Table is samePortTable with IPv6 addresses.
+func samePort6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dsts := make([]netip.AddrPort, n)
+	for i := range n {
+		a := addr6N(i)
+		if _, err := t.Bind(demux.Options{Addr: a, Port: 53}, i); err != nil {
+			b.Fatal(err)
+		}
+		dsts[i] = netip.AddrPortFrom(a, 53)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+	return t, dsts
+}
+
+// distinctPorts6Table binds n IPv6-only "::" sockets on distinct ports.
+func distinctPorts6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dsts := make([]netip.AddrPort, n)
+	for i := range n {
+		p := uint16(1 + i)
+		if _, err := t.Bind(demux.Options{Addr: netip.IPv6Unspecified(), Port: p, V6Only: true}, i); err != nil {
+			b.Fatal(err)
+		}
+		dsts[i] = netip.AddrPortFrom(addr6N(1), p)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+	return t, dsts
+}
+
 // samePortTable binds n sockets on port 53 at distinct IPv4 addresses,
 // plus a wildcard socket, and returns datagrams to the bound addresses in
 // random order.
@@ -54,6 +98,9 @@ func distinctPortsTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int
 
 func benchLookups(b *testing.B, t *demux.Table[int], dsts []netip.AddrPort) {
 	src := netip.MustParseAddrPort("192.0.2.1:40000")
+	if dsts[0].Addr().Is6() {
+		src = netip.MustParseAddrPort("[2001:db8:ffff::1]:40000")
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	miss := 0
@@ -78,6 +125,8 @@ func BenchmarkLookup(b *testing.B) {
 		{"same-port", 512, samePortTable},
 		{"same-port", 4096, samePortTable},
 		{"distinct-ports", 65000, distinctPortsTable},
+		{"same-port-v6", 512, samePort6Table},
+		{"distinct-ports-v6", 65000, distinctPorts6Table},
 	}
 	for _, sh := range shapes {
 		for _, s := range strategies {

@@ -49,7 +49,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 			return nil, opError("bind", o, syscall.EADDRINUSE)
 		}
 	} else if !t.ephemeralPort(e, &g) {
-		return nil, opError("bind", o, fmt.Errorf("no free ephemeral port: %w", syscall.EADDRINUSE))
+		return nil, opError("bind", o, errNoPort)
 	}
 	s.opts.Port = e.Port
 	e.Seq = t.seq.Add(1)
@@ -59,6 +59,8 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	t.n.Add(1)
 	return s, nil
 }
+
+var errNoPort = fmt.Errorf("no free ephemeral port for this socket: %w", syscall.EADDRINUSE)
 
 // ephemeralPort chooses e's port with the configured algorithm; on success
 // g holds the port's primary slot lock.

@@ -1,0 +1,74 @@
+package demux_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// BenchmarkBind0 measures bind(0)+close in a 10 000-port range with 5000,
+// 100, 10, 1 and 0 ports left free (scattered), for each algorithm.
+func BenchmarkBind0(b *testing.B) {
+	const low, high = 40000, 49999
+	for _, free := range []int{5000, 100, 10, 1, 0} {
+		for _, algo := range algos {
+			b.Run(fmt.Sprintf("free-%d/%v", free, algo), func(b *testing.B) {
+				tab, err := demux.New[int](demux.Config{PortLow: low, PortHigh: high, Ephemeral: algo})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ports := rand.New(rand.NewPCG(3, 4)).Perm(high - low + 1)
+				for _, i := range ports[free:] {
+					if _, err := tab.Bind(demux.Options{Addr: any4, Port: uint16(low + i)}, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				fails := 0
+				for b.Loop() {
+					s, err := tab.Bind(demux.Options{Addr: any4}, 0)
+					if err != nil {
+						fails++
+						continue
+					}
+					tab.Close(s)
+				}
+				if (fails > 0) != (free == 0) {
+					b.Fatalf("%d failures with %d free ports", fails, free)
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkBindLongChain measures an explicit bind+close on a port that
+// already holds n sockets on distinct addresses.
+func BenchmarkBindLongChain(b *testing.B) {
+	for _, n := range []int{10, 100000, 1000000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			tab, err := demux.New[int](demux.Config{Slots: 65536})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if _, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 443}, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				s, err := tab.Bind(demux.Options{Addr: addrN(n + i%1000), Port: 443}, i)
+				if err != nil {
+					b.Fatal(err)
+				}
+				tab.Close(s)
+			}
+			_ = netip.Addr{}
+		})
+	}
+}
