@@ -152,3 +152,12 @@ func BenchmarkLookup(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkVerify(b *testing.B) {
+	t, _ := samePortTable(b, demux.Hybrid, 64)
+	for b.Loop() {
+		if err := t.Verify(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

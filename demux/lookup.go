@@ -30,6 +30,9 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 			t.stats.lookup(p, &q)
 		}
 	}
+	if e == nil && ok && lookup.MayGhost(&q) {
+		e = t.tabs.Ghost(&q)
+	}
 	if e == nil {
 		var zero V
 		return nil, zero

@@ -21,8 +21,14 @@ type Socket[V any] struct {
 func (s *Socket[V]) Value() V { return s.val }
 
 // Options returns the options the socket was bound with, with Port set to
-// the port it got and V6Only as Linux leaves it.
-func (s *Socket[V]) Options() Options { return s.opts }
+// the port it got, V6Only as Linux leaves it, and Device as it is now: a
+// link-local address's zone, or a connect to a link-local peer, binds the
+// device.
+func (s *Socket[V]) Options() Options {
+	o := s.opts
+	o.Device = int(s.s.Cur.Load().Device)
+	return o
+}
 
 // LocalAddr returns the local address and port. A socket bound to a
 // wildcard address reports the source address it took when it connected.

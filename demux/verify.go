@@ -27,6 +27,9 @@ func (t *Table[V]) Verify() error {
 	ports := map[uint16]int{}
 	for i := range h1.Len() {
 		c := &h1.At(i).Chain
+		if c.First() == nil && c.Len() == 0 {
+			continue
+		}
 		n := walk(c, false, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h1.Index(e.Port) != i {
 				bad("primary slot %d holds port %d", i, e.Port)
@@ -48,6 +51,9 @@ func (t *Table[V]) Verify() error {
 			bad("secondary slot %d: move in progress", i)
 		}
 		c := &s.Chain
+		if c.First() == nil && c.Len() == 0 {
+			continue
+		}
 		n := walk(c, true, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h := h2.AddrHash(e.Key()); h != e.AddrHash {
 				bad("entry %v:%d: address hash %#x, want %#x", e.LocalAddr(), e.Port, e.AddrHash, h)
@@ -98,9 +104,14 @@ func (t *Table[V]) Verify() error {
 			bad("entry %v:%d in the secondary table only", e.LocalAddr(), e.Port)
 		}
 	}
-	for p := 0; p < 65536; p++ {
-		if got, want := t.occ.Users(uint16(p)), ports[uint16(p)]; got != want {
+	for p, want := range ports {
+		if got := t.occ.Users(p); got != want {
 			bad("port %d: occupancy index counts %d sockets, tables hold %d", p, got, want)
+		}
+	}
+	for p := range 65536 {
+		if got := t.occ.Users(uint16(p)); got != 0 && ports[uint16(p)] == 0 {
+			bad("port %d: occupancy index counts %d sockets, tables hold none", p, got)
 		}
 	}
 	return errors.Join(errs...)

@@ -53,6 +53,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	}
 	s.opts.Port = e.Port
 	e.Seq = t.seq.Add(1)
+	s.s.BindSeq = e.Seq
 	t.link(e, &g)
 	g.Unlock()
 	s.s.Cur.Store(e)
@@ -155,9 +156,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	if l.Key != old.Key() {
 		e.AddrHash = t.tabs.H2.AddrHash(l.Key)
 	}
-	if e.V4 != old.V4 || e.V6 != old.V6 {
-		e.Seq = t.seq.Add(1)
-	}
+	t.order(e, old)
 	t.rehash(old, e, &g)
 	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
@@ -167,6 +166,31 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	t.occ.Add(e)
 	s.s.Cur.Store(e)
 	return nil
+}
+
+// order sets e's tie-break order and its Hash4 flag after a connect that
+// replaces old. A connect that changes the local address rehashes the
+// socket, which makes it the most recently bound. The first connect also
+// puts the socket in Linux's 4-tuple hash, where later connects leave it:
+// the entry keeps 4-tuple precedence while its 4-tuple is that one.
+// The caller holds the socket's primary slot lock.
+func (t *Table[V]) order(e, old *sock.Entry) {
+	sk := e.Sock
+	if e.V4 != old.V4 || e.V6 != old.V6 {
+		sk.BindSeq = t.seq.Add(1)
+	}
+	now := sock.Tuple{Set: true, Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort}
+	if !sk.First4.Set {
+		now.Seq = t.seq.Add(1)
+		sk.First4 = now
+	}
+	if now.Seq = sk.First4.Seq; now == sk.First4 {
+		e.Flags |= sock.Hash4
+		e.Seq = sk.First4.Seq
+	} else {
+		e.Flags &^= sock.Hash4
+		e.Seq = sk.BindSeq
+	}
 }
 
 // rehash replaces old by e in the secondary table, moving it to another

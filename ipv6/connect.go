@@ -42,10 +42,8 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
 	case is6 && v4peer && l.Flags&sock.V6Only != 0:
 		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
-	case is6 && v4peer && l.Flags&sock.HasV4 == 0:
-		return l, Peer{}, fmt.Errorf("IPv4 peer %v on a socket with an IPv6 local address: %w", pa, syscall.EINVAL)
 	case is6 && !v4peer && l.Flags&sock.HasV6 == 0:
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EINVAL)
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
 		if !NeedsScope(pa) {

@@ -40,6 +40,11 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 // address itself; it exceeds every score a wildcard candidate can reach.
 const exactTier = 16
 
+// hash4Score is the score of a Hash4 candidate that matches the datagram's
+// 4-tuple exactly: above every other, as Linux's 4-tuple hash is searched
+// first and returns its newest match without scoring.
+const hash4Score = 64
+
 // Score returns the score of e for q, or -1 if e does not match.
 func Score(e *sock.Entry, q *Query) int {
 	if e.Port != q.DstPort {
@@ -82,6 +87,9 @@ func Score(e *sock.Entry, q *Query) int {
 			return -1
 		}
 		s += 4
+	}
+	if e.Flags&sock.Hash4 != 0 && s >= exactTier {
+		return hash4Score
 	}
 	return s
 }

@@ -16,6 +16,11 @@ const (
 	HasV4                       // the socket answers IPv4 datagrams at V4
 	HasV6                       // the socket answers IPv6 datagrams at V6
 	Is6                         // AF_INET6 socket
+	// Hash4 marks a connected entry that Linux (6.13 onwards) finds
+	// through its 4-tuple hash: one whose 4-tuple is the one the socket
+	// had when it first connected. It beats every other candidate on an
+	// exact 4-tuple match, whatever their scores.
+	Hash4
 )
 
 // Addr16 is an address in its 16-byte form, as two big-endian halves, so that
@@ -97,7 +102,10 @@ type Entry struct {
 	// IPv4 socket, V4 in mapped form.
 	V6     Addr16
 	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
-	// Seq orders entries for ties: larger is more recently bound.
+	// Seq orders entries for ties: larger is more recently bound (or
+	// rehashed by a connect). For a Hash4 entry it is the order of the
+	// socket's first connect instead, which is how Linux orders its 4-tuple
+	// chains.
 	Seq uint64
 	// AddrHash is the secondary hash of Key(), before the port is mixed in.
 	AddrHash uint32
@@ -181,6 +189,22 @@ func (e *Entry) Has(f uint8) bool { return e.Flags&f == f }
 type Socket struct {
 	Cur    atomic.Pointer[Entry] // the published entry, or the last one once closed
 	Closed atomic.Bool
+
+	// BindSeq is the Seq of the socket's last bind or rehash. Guarded by
+	// the socket's primary slot lock.
+	BindSeq uint64
+	// First4 is the 4-tuple the socket had when it first connected, where
+	// Linux's 4-tuple hash keeps it (a later connect does not move it).
+	// Guarded by the socket's primary slot lock.
+	First4 Tuple
+}
+
+// Tuple is a connected socket's 4-tuple, as the 4-tuple hash saw it.
+type Tuple struct {
+	Set                   bool
+	Local, Remote         Addr16
+	LocalPort, RemotePort uint16
+	Seq                   uint64 // order of the first connect
 }
 
 // ValidSlots reports whether n is an allowed table size: a power of two

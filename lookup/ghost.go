@@ -1,0 +1,48 @@
+package lookup
+
+import (
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+)
+
+// Ghost finds the receiver of an IPv4 datagram to 127.0.0.6 that no
+// ordinary candidate took, as Linux (6.13 onwards) does when both of its
+// secondary-table searches come back empty: it scores the primary chain
+// against the exact destination, and there a dual-stack socket that
+// connected to an IPv6 peer answers on its IPv4 placeholder 127.0.0.6.
+// Such a socket has no IPv4 peer address, so only the source port is
+// checked (after it connects again to an IPv4 peer, the address is too).
+// The caller passes only datagrams to 127.0.0.6 that found nothing else.
+func (t *Tables) Ghost(q *Query) *sock.Entry {
+	b := best{score: -1}
+	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
+		e := sock.Of(n, false)
+		if e.Port != q.DstPort || e.Flags&(sock.Is6|sock.V6Only|sock.HasV4|sock.Connected) != sock.Is6|sock.Connected || e.V4 != ipv6.Placeholder4 {
+			continue
+		}
+		if e.RemotePort != q.SrcPort {
+			continue
+		}
+		s := 1 + 4
+		if e.Remote.IsMapped() {
+			if e.Remote != q.Src {
+				continue
+			}
+			s += 4
+		}
+		if e.Device != 0 {
+			if e.Device != q.Ifindex {
+				continue
+			}
+			s += 4
+		}
+		if s > b.score || (s == b.score && e.Seq > b.e.Seq) {
+			b.e, b.score = e, s
+		}
+	}
+	return b.e
+}
+
+// MayGhost reports whether a datagram that found no receiver should be
+// offered to Ghost.
+func MayGhost(q *Query) bool { return q.Is4 && q.D4 == ipv6.Placeholder4 }
