@@ -53,14 +53,14 @@ type Checker struct {
 }
 
 // InUse reports whether a socket bound on n.Port conflicts with n, and
-// whether the secondary table answered. n.AddrHash must be set.
+// whether the secondary table answered.
 // The caller holds the primary slot lock of n.Port, which every writer of
 // a socket on that port holds too, so the secondary slots can be read
 // without their locks.
 func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
 	p := c.H1.Slot(n.Port)
 	if !needsPrimary(n) && p.Chain.Len() > c.Rule.Threshold {
-		i := c.H2.Index(n.AddrHash, n.Port)
+		i := c.H2.IndexOf(n)
 		w := c.H2.Index(c.H2.WildHash(), n.Port)
 		exact, wild := c.H2.At(i), c.H2.At(w)
 		limit := p.Chain.Len()

@@ -55,11 +55,8 @@ func (t *Table[V]) Verify() error {
 			continue
 		}
 		n := walk(c, true, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
-			if h := h2.AddrHash(e.Key()); h != e.AddrHash {
-				bad("entry %v:%d: address hash %#x, want %#x", e.LocalAddr(), e.Port, e.AddrHash, h)
-			}
-			if h2.Index(e.AddrHash, e.Port) != i {
-				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.Index(e.AddrHash, e.Port))
+			if h2.IndexOf(e) != i {
+				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.IndexOf(e))
 			}
 			if seen2[e] {
 				bad("entry %v:%d twice in the secondary table", e.LocalAddr(), e.Port)

@@ -36,7 +36,6 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if o.ReusePort {
 		e.Flags |= sock.ReusePort
 	}
-	e.AddrHash = t.tabs.H2.AddrHash(l.Key)
 	s.opts.V6Only = e.Has(sock.V6Only)
 
 	var g lockorder.Guard
@@ -90,7 +89,7 @@ func localOf(e *sock.Entry) ipv6.Local {
 
 // link publishes a new entry e in both tables. g holds e's primary slot.
 func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
-	i := t.tabs.H2.Index(e.AddrHash, e.Port)
+	i := t.tabs.H2.IndexOf(e)
 	s2 := t.tabs.H2.At(i)
 	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
 		e.Group = findGroup(s2.Chain.First(), e)
@@ -146,15 +145,15 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	e := &sock.Entry{
 		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
-		AddrHash: old.AddrHash, Seq: old.Seq, Sock: old.Sock, Value: old.Value,
+		Seq: old.Seq, Sock: old.Sock, Value: old.Value, Peer4: old.Peer4,
 		Remote: peer.Addr, RemotePort: peer.Port,
 	}
 	setLocal(e, l)
 	if peer.Device != 0 {
 		e.Device = int32(peer.Device)
 	}
-	if l.Key != old.Key() {
-		e.AddrHash = t.tabs.H2.AddrHash(l.Key)
+	if e.Remote.IsMapped() && e.Has(sock.Is6) {
+		e.Peer4 = e.Remote.V4()
 	}
 	t.order(e, old)
 	t.rehash(old, e, &g)
@@ -200,7 +199,7 @@ func (t *Table[V]) order(e, old *sock.Entry) {
 // and searches again.
 func (t *Table[V]) rehash(old, e *sock.Entry, g *lockorder.Guard) {
 	h2 := t.tabs.H2
-	oi, ni := h2.Index(old.AddrHash, old.Port), h2.Index(e.AddrHash, e.Port)
+	oi, ni := h2.IndexOf(old), h2.IndexOf(e)
 	os, ns := h2.At(oi), h2.At(ni)
 	h2.Lock2(g, oi, ni)
 	if oi == ni {
@@ -229,7 +228,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 		return s.opError("close", syscall.EBADF)
 	}
 	e := s.s.Cur.Load()
-	i := t.tabs.H2.Index(e.AddrHash, e.Port)
+	i := t.tabs.H2.IndexOf(e)
 	s2 := t.tabs.H2.At(i)
 	t.tabs.H2.Lock(&g, i)
 	s2.Chain.Remove(&e.N2)

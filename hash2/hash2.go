@@ -82,5 +82,10 @@ func (t *Table) Lock2(g *lockorder.Guard, i, j int) {
 	g.Secondaries(&t.locks[i], i, &t.locks[j], j)
 }
 
+// IndexOf returns the slot index of entry e: its key's hash and its port.
+// Entries do not keep the hash: writers, who need it, can afford the few
+// nanoseconds, and the room is better spent on the lookup's fields.
+func (t *Table) IndexOf(e *sock.Entry) int { return t.Index(t.AddrHash(e.Key()), e.Port) }
+
 // At returns slot i.
 func (t *Table) At(i int) *Slot { return &t.slots[i] }

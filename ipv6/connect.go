@@ -42,8 +42,8 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
 	case is6 && v4peer && l.Flags&sock.V6Only != 0:
 		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
-	case is6 && !v4peer && l.Flags&sock.HasV6 == 0:
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with an IPv4 local address: %w", pa, syscall.EAFNOSUPPORT)
+	case is6 && !v4peer && l.V6.IsMapped():
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
 		if !NeedsScope(pa) {
@@ -80,11 +80,15 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}
 		n := l
-		// A connected socket answers only its peer's family.
+		// A connected socket answers only its peer's family. A dual-stack
+		// socket that connected to an IPv6 peer and then to an IPv4 one
+		// keeps its IPv6 address and the IPv4 placeholder, so it answers
+		// neither family in the ordinary way (see lookup.Ghost), until it
+		// connects to an IPv6 peer again.
 		if v4peer {
 			n.Flags &^= sock.HasV6
 		} else {
-			n.Flags &^= sock.HasV4
+			n.Flags = n.Flags&^sock.HasV4 | sock.HasV6
 		}
 		return n, p, nil
 	}

@@ -11,7 +11,9 @@ import (
 // against the exact destination, and there a dual-stack socket that
 // connected to an IPv6 peer answers on its IPv4 placeholder 127.0.0.6.
 // Such a socket has no IPv4 peer address, so only the source port is
-// checked (after it connects again to an IPv4 peer, the address is too).
+// checked — unless it once connected to an IPv4 peer: Linux keeps that
+// peer's address, even after a later connect to an IPv6 peer, and checks
+// it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
 func (t *Tables) Ghost(q *Query) *sock.Entry {
 	b := best{score: -1}
@@ -24,8 +26,8 @@ func (t *Tables) Ghost(q *Query) *sock.Entry {
 			continue
 		}
 		s := 1 + 4
-		if e.Remote.IsMapped() {
-			if e.Remote != q.Src {
+		if e.Peer4 != 0 {
+			if sock.Map4(e.Peer4) != q.Src {
 				continue
 			}
 			s += 4

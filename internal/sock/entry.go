@@ -107,9 +107,11 @@ type Entry struct {
 	// socket's first connect instead, which is how Linux orders its 4-tuple
 	// chains.
 	Seq uint64
-	// AddrHash is the secondary hash of Key(), before the port is mixed in.
-	AddrHash uint32
-	Owner    uint32 // the uid stand-in for ReusePort
+	// Peer4 is Linux's inet_daddr of an IPv6 socket: the IPv4 address of
+	// its last IPv4 (v4-mapped) peer, which a later connect to an IPv6 peer
+	// leaves in place. Only Ghost reads it.
+	Peer4 uint32
+	Owner uint32 // the uid stand-in for ReusePort
 }
 
 // offN2 is the offset of N2 in an Entry.

@@ -1,0 +1,229 @@
+//go:build linux
+
+package conformance
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Knobs. Each flag (go test ./conformance -args -conformance.seed=N) has an
+// environment variable of the same meaning; the flag wins.
+//
+//	UDPDEMUX_CONFORMANCE_SEED       seed of the random run (default: fresh, printed)
+//	UDPDEMUX_CONFORMANCE_SCENARIOS  scenarios per seed (default 2500, 300 with -short)
+//	UDPDEMUX_CONFORMANCE_REPLAY     seed:index — run that one scenario, print its trace
+//	UDPDEMUX_CONFORMANCE_EXCUSE     kernel features whose differences count as
+//	                                deliberate besides a,b,c (hash4, lookup1,
+//	                                bindhash2; see model_linux_test.go),
+//	                                and connect46 to skip the connects that
+//	                                the table refuses; for hunting further
+//	                                differences only
+//	UDPDEMUX_CONFORMANCE_LOOPBACK=1 use the host loopback even as root
+var (
+	flagSeed      = flag.String("conformance.seed", "", "seed of the random run of the kernel conformance test (default: fresh)")
+	flagScenarios = flag.Int("conformance.scenarios", 0, "scenarios per seed of the kernel conformance test")
+	flagReplay    = flag.String("conformance.replay", "", "seed:index of one kernel conformance scenario to replay verbosely")
+	flagExcuse    = flag.String("conformance.excuse", "", "kernel features to treat as deliberate differences besides a,b,c (hash4,lookup1,bindhash2), and connect46; for hunting only")
+)
+
+// fixedSeed always runs, so that CI covers a known set of scenarios.
+const fixedSeed = 20091105
+
+const (
+	defaultScenarios = 2500
+	shortScenarios   = 300
+	maxReports       = 3 // failures printed in full per kind
+)
+
+func knob(flagVal, env string) string {
+	if flagVal != "" {
+		return flagVal
+	}
+	return os.Getenv(env)
+}
+
+// deliberate are the kernel behaviours that udpdemux does not follow on
+// purpose: DESIGN.md's a, b and c, and bindhash2 — with more than 10
+// sockets on a port, Linux checks a bind to a specific address against
+// that address's and the wildcard's secondary chains only, and so misses a
+// dual-stack socket that connected to an IPv6 peer and holds the IPv4
+// placeholder 127.0.0.6 under its IPv6 hash; with 10 or fewer it scans
+// the port's chain and finds it. The kernel's answer then depends on the
+// path, which DESIGN.md rules out: udpdemux always reports the conflict.
+const deliberate = featA | featB | featC | featBindHash2
+
+func parseExcuse(s string) (feature, error) {
+	f := deliberate
+	for _, n := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }) {
+		found := false
+		if n == "connect46" {
+			f |= skipConnect46
+			continue
+		}
+		for _, fn := range featureNames {
+			if fn.name == n {
+				f |= fn.f
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("unknown feature %q (want hash4, lookup1, bindhash2 or connect46)", n)
+		}
+	}
+	return f, nil
+}
+
+// TestKernelConformance runs random scenarios — binds of IPv4 and IPv6
+// sockets with SO_REUSEADDR, SO_REUSEPORT (two owners), IPV6_V6ONLY and
+// SO_BINDTODEVICE, connects (again, too), closes, and datagrams from fixed
+// peer sockets — on real kernel sockets and on four demux tables (each
+// strategy, and a small table with hybrid threshold 1). After each op the
+// bind result (ok or the errno) must match; a connect the kernel accepts,
+// the table must accept, with the local address getsockname reports; and a
+// datagram must reach the same socket or none, or, when the table chose from
+// a SO_REUSEPORT group, a member of that group.
+//
+// The kernel model (model_linux_test.go) recognises the steps where
+// DESIGN.md's deliberate differences a, b and c change the kernel's answer.
+// Those steps are counted; the table is checked against udpdemux's rule
+// (the model without the shortcut) and the kernel against the model, which
+// keeps the recognition exact. A failing scenario is shrunk to a minimal
+// list of ops and printed with the command that replays it.
+func TestKernelConformance(t *testing.T) {
+	excuse, err := parseExcuse(knob(*flagExcuse, "UDPDEMUX_CONFORMANCE_EXCUSE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := defaultScenarios
+	if testing.Short() {
+		n = shortScenarios
+	}
+	if s := os.Getenv("UDPDEMUX_CONFORMANCE_SCENARIOS"); s != "" {
+		if n, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("UDPDEMUX_CONFORMANCE_SCENARIOS: %v", err)
+		}
+	}
+	if *flagScenarios > 0 {
+		n = *flagScenarios
+	}
+
+	e, err := setupEnv(os.Getenv("UDPDEMUX_CONFORMANCE_LOOPBACK") != "")
+	if err != nil {
+		t.Skipf("kernel conformance test skipped: cannot set up UDP sockets on loopback: %v", err)
+	}
+	defer e.close()
+	mode := "root: own network namespace"
+	if !e.root {
+		mode = "host loopback"
+	}
+	t.Logf("%s; %s", mode, strings.Join(e.notes, "; "))
+	if excuse != deliberate {
+		t.Logf("differences from %v are counted as deliberate in this run (UDPDEMUX_CONFORMANCE_EXCUSE)", excuse&^(deliberate|skipConnect46))
+		if excuse&skipConnect46 != 0 {
+			t.Logf("connects of IPv6 sockets with an IPv6 local address to v4-mapped peers are skipped in this run")
+		}
+	}
+
+	if rp := knob(*flagReplay, "UDPDEMUX_CONFORMANCE_REPLAY"); rp != "" {
+		seed, index, err := parseReplay(rp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res result
+		e.th.do(func() { res, err = runScenario(e, seed, index, excuse) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("scenario %d:%d:\n  %s", seed, index, strings.Join(res.trace, "\n  "))
+		if res.fail != nil {
+			var small result
+			e.th.do(func() { small = shrink(e, res, excuse) })
+			t.Errorf("%s\nminimal reproducer (%d ops):\n  %s", res.fail.msg, len(small.ops), strings.Join(small.trace, "\n  "))
+		}
+		return
+	}
+
+	random := freshSeed()
+	if s := knob(*flagSeed, "UDPDEMUX_CONFORMANCE_SEED"); s != "" {
+		if random, err = strconv.ParseUint(s, 0, 64); err != nil {
+			t.Fatalf("seed %q: %v", s, err)
+		}
+	}
+	total := newStats()
+	for _, seed := range []uint64{fixedSeed, random} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("seed %d, %d scenarios (replay one with UDPDEMUX_CONFORMANCE_REPLAY=%d:INDEX)", seed, n, seed)
+			st := runSeed(t, e, seed, n, excuse)
+			t.Logf("%v", st)
+			total.add(st)
+		})
+	}
+	t.Logf("total: %v", total)
+}
+
+func parseReplay(s string) (seed, index uint64, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("replay %q: want seed:index", s)
+	}
+	if seed, err = strconv.ParseUint(a, 0, 64); err == nil {
+		index, err = strconv.ParseUint(b, 0, 64)
+	}
+	return seed, index, err
+}
+
+func freshSeed() uint64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint64(time.Now().UnixNano())
+	}
+	return binary.LittleEndian.Uint64(b[:]) >> 1 // fits an int64 flag value too
+}
+
+// runSeed runs n scenarios of one seed and reports every failure kind.
+func runSeed(t *testing.T, e *env, seed uint64, n int, excuse feature) *stats {
+	st := newStats()
+	byKind := map[string]int{}
+	var kinds []string
+	start := time.Now()
+	e.th.do(func() {
+		for i := uint64(0); i < uint64(n); i++ {
+			res, err := runScenario(e, seed, i, excuse)
+			if err != nil {
+				t.Errorf("scenario %d:%d: %v", seed, i, err)
+				return
+			}
+			st.add(res.st)
+			if res.fail == nil {
+				continue
+			}
+			if res.fail.kind == "env" {
+				t.Errorf("scenario %d:%d: test environment: %s", seed, i, res.fail.msg)
+				return
+			}
+			if byKind[res.fail.kind] == 0 {
+				kinds = append(kinds, res.fail.kind)
+			}
+			byKind[res.fail.kind]++
+			if byKind[res.fail.kind] > maxReports {
+				continue
+			}
+			small := shrink(e, res, excuse)
+			t.Errorf("scenario %d:%d: %s\nminimal reproducer (%d of %d ops):\n  %s\nreplay: UDPDEMUX_CONFORMANCE_REPLAY=%d:%d go test ./conformance -run TestKernelConformance -v",
+				seed, i, res.fail.msg, len(small.ops), len(res.ops), strings.Join(small.trace, "\n  "), seed, i)
+		}
+	})
+	for _, k := range kinds {
+		t.Errorf("%d scenarios failed with: %s", byKind[k], k)
+	}
+	t.Logf("%d scenarios in %v", n, time.Since(start).Round(time.Millisecond))
+	return st
+}

@@ -1,0 +1,511 @@
+//go:build linux
+
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Socket options that the frozen syscall package does not name.
+const (
+	soReusePort     = 0xf  // SO_REUSEPORT
+	soIncomingCPU   = 0x31 // SO_INCOMING_CPU
+	soBindToIfindex = 0x3e // SO_BINDTOIFINDEX (Linux 5.0)
+)
+
+// osThread runs functions on one locked OS thread. In root mode that thread
+// has unshared its network namespace: every socket of the test is created
+// there (a socket stays in the namespace it was created in, whichever thread
+// uses it later), and the thread is pinned to one CPU so that a datagram and
+// the sentinel sent after it go through the same loopback backlog, in order.
+// The goroutine never unlocks the thread, so the thread (and with it the
+// namespace, once the last socket is closed) ends when the goroutine does.
+type osThread struct {
+	reqs chan func()
+	done chan struct{}
+}
+
+func startThread(unshare bool) (*osThread, error) {
+	th := &osThread{reqs: make(chan func()), done: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		defer close(th.done)
+		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
+		if unshare {
+			if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+				errc <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
+				return
+			}
+		}
+		if err := pinToOneCPU(); err != nil {
+			errc <- err
+			return
+		}
+		errc <- nil
+		for f := range th.reqs {
+			f()
+		}
+	}()
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	return th, nil
+}
+
+// do runs f on the thread and waits for it.
+func (th *osThread) do(f func()) {
+	done := make(chan struct{})
+	th.reqs <- func() { defer close(done); f() }
+	<-done
+}
+
+// stop ends the thread (and, in root mode, its namespace).
+func (th *osThread) stop() {
+	close(th.reqs)
+	<-th.done
+}
+
+// pinToOneCPU restricts the calling thread to the first CPU it may run on.
+func pinToOneCPU() error {
+	var mask [128]byte
+	if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_GETAFFINITY, 0, uintptr(len(mask)), uintptr(unsafe.Pointer(&mask[0]))); e != 0 {
+		return fmt.Errorf("sched_getaffinity: %w", e)
+	}
+	for i, b := range mask {
+		for bit := 0; bit < 8; bit++ {
+			if b&(1<<bit) == 0 {
+				continue
+			}
+			var one [128]byte
+			one[i] = 1 << bit
+			if _, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, 0, uintptr(len(one)), uintptr(unsafe.Pointer(&one[0]))); e != 0 {
+				return fmt.Errorf("sched_setaffinity: %w", e)
+			}
+			return nil
+		}
+	}
+	return errors.New("sched_getaffinity: empty CPU mask")
+}
+
+// device is a network interface that SO_BINDTODEVICE can name.
+type device struct {
+	name    string
+	ifindex int
+}
+
+// peer is a fixed socket that datagrams are sent from.
+type peer struct {
+	addr netip.AddrPort // IPv4 peers in 4-byte form
+	fd   int
+}
+
+// env is the network the scenarios run in.
+type env struct {
+	th   *osThread
+	root bool // own namespace, devices, several owners
+
+	devs  []device // lo first
+	uid   uint32   // the test's own uid, the owner of sockets in non-root mode
+	ports []uint16 // scenario ports
+	probe uint16   // port for the arrival-interface probe
+
+	// Address pools the generator draws from.
+	bind4, bind6 []netip.Addr // bind addresses (IPv6 includes v4-mapped)
+	dst4, dst6   []netip.Addr // datagram destinations
+	fillers4     []netip.Addr // extra IPv4 addresses for long chains
+	fillers6     []netip.Addr // extra IPv6 addresses for long chains
+	peers        []peer
+
+	// arrive maps a destination address to the interface its datagrams
+	// arrive on (found by the probe, not assumed).
+	arrive map[netip.Addr]int
+
+	sentRx, sentTx int            // sentinel receiver and sender
+	sentAddr       netip.AddrPort // sentinel receiver address
+
+	// Setup notes for the log.
+	notes []string
+}
+
+const (
+	addrGhost = "127.0.0.6" // Linux's LOOPBACK4_IPV6 placeholder
+)
+
+// setupEnv builds the test network. As root, in a fresh network namespace
+// with extra addresses and a veth pair; otherwise on the host's loopback.
+func setupEnv(forceLoopback bool) (*env, error) {
+	root := os.Geteuid() == 0 && !forceLoopback
+	th, err := startThread(root)
+	if err != nil && root {
+		// No namespaces here (a container without CAP_SYS_ADMIN, say):
+		// fall back to plain loopback.
+		root = false
+		th, err = startThread(false)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e := &env{th: th, root: root, uid: uint32(os.Getuid()), arrive: map[netip.Addr]int{}}
+	th.do(func() { err = e.setup() })
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	e.th.do(func() {
+		for _, p := range e.peers {
+			syscall.Close(p.fd)
+		}
+		if e.sentRx > 0 {
+			syscall.Close(e.sentRx)
+		}
+		if e.sentTx > 0 {
+			syscall.Close(e.sentTx)
+		}
+	})
+	e.th.stop()
+}
+
+func mustAddrs(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
+}
+
+// setup runs on the thread.
+func (e *env) setup() error {
+	ip := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		return fmt.Errorf("no lo: %w", err)
+	}
+	e.devs = []device{{"lo", lo.Index}}
+	e.bind4 = mustAddrs("0.0.0.0", "127.0.0.1", "127.0.0.2", addrGhost)
+	e.bind6 = mustAddrs("::ffff:127.0.0.1", "::ffff:127.0.0.2", "::ffff:0.0.0.0", "::ffff:"+addrGhost)
+	e.dst4 = mustAddrs("127.0.0.1", "127.0.0.2", "127.0.0.3", addrGhost)
+	var peerAddrs []string
+	if e.root {
+		e.ports = []uint16{50000, 50001}
+		e.probe = 50999
+		if err := ip("link", "set", "lo", "up"); err != nil {
+			return err
+		}
+		// Is this really a fresh namespace? It must have lo and nothing else.
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return err
+		}
+		if len(ifs) != 1 {
+			return fmt.Errorf("the new network namespace has %d interfaces, want only lo", len(ifs))
+		}
+		for _, a := range []string{"fd00::1", "fd00::2", "fd00::3"} {
+			if err := ip("-6", "addr", "add", a+"/128", "dev", "lo", "nodad"); err != nil {
+				return err
+			}
+		}
+		for i := 1; i <= 14; i++ {
+			e.fillers4 = append(e.fillers4, netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}))
+			a := fmt.Sprintf("fd00::1:%x", i)
+			if err := ip("-6", "addr", "add", a+"/128", "dev", "lo", "nodad"); err != nil {
+				return err
+			}
+			e.fillers6 = append(e.fillers6, netip.MustParseAddr(a))
+		}
+		e.bind6 = append(e.bind6, mustAddrs("::", "::1", "fd00::1", "fd00::2")...)
+		e.dst6 = mustAddrs("::1", "fd00::1", "fd00::2", "fd00::3")
+		peerAddrs = []string{"127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.2:40001", addrGhost + ":40001",
+			"[::1]:40001", "[::1]:40002", "[fd00::2]:40001"}
+		// A veth pair is the second and third device.
+		if err := ip("link", "add", "veth0", "type", "veth", "peer", "name", "veth1"); err != nil {
+			e.notes = append(e.notes, fmt.Sprintf("no veth pair, lo is the only device (%v)", err))
+		} else {
+			cmds := [][]string{
+				{"link", "set", "veth0", "up"}, {"link", "set", "veth1", "up"},
+				{"addr", "add", "10.99.0.1/24", "dev", "veth0"}, {"addr", "add", "10.99.0.2/24", "dev", "veth1"},
+				{"-6", "addr", "add", "fd01::1/128", "dev", "veth0", "nodad"},
+				{"-6", "addr", "add", "fd01::2/128", "dev", "veth1", "nodad"},
+			}
+			for _, c := range cmds {
+				if err := ip(c...); err != nil {
+					return err
+				}
+			}
+			for _, n := range []string{"veth0", "veth1"} {
+				ifc, err := net.InterfaceByName(n)
+				if err != nil {
+					return err
+				}
+				e.devs = append(e.devs, device{n, ifc.Index})
+			}
+			e.bind4 = append(e.bind4, mustAddrs("10.99.0.1", "10.99.0.2")...)
+			e.bind6 = append(e.bind6, mustAddrs("fd01::1", "::ffff:10.99.0.1")...)
+			e.dst4 = append(e.dst4, mustAddrs("10.99.0.1", "10.99.0.2")...)
+			e.dst6 = append(e.dst6, mustAddrs("fd01::1", "fd01::2")...)
+			peerAddrs = append(peerAddrs, "10.99.0.2:40001", "[fd01::2]:40001")
+		}
+		e.sentAddr = netip.MustParseAddrPort("127.0.0.1:39999")
+	} else {
+		// The host's loopback: ports from a random base below the
+		// ephemeral range; peers and sentinel on ephemeral ports.
+		base := uint16(20000 + time.Now().UnixNano()%9000)
+		e.ports = []uint16{base, base + 1}
+		e.probe = base + 2
+		for i := 1; i <= 14; i++ {
+			e.fillers4 = append(e.fillers4, netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}))
+		}
+		peerAddrs = []string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.2:0", addrGhost + ":0"}
+		if fd, err := socket(true, 0); err == nil {
+			err = syscall.Bind(fd, sockaddr(netip.MustParseAddrPort("[::1]:0")))
+			syscall.Close(fd)
+			if err == nil {
+				e.bind6 = append(e.bind6, mustAddrs("::", "::1")...)
+				e.dst6 = mustAddrs("::1")
+				peerAddrs = append(peerAddrs, "[::1]:0", "[::1]:0")
+			} else {
+				e.notes = append(e.notes, "no IPv6 on loopback: IPv4 and v4-mapped only")
+			}
+		}
+		e.sentAddr = netip.MustParseAddrPort("127.0.0.1:0")
+		why := "not root"
+		if os.Geteuid() == 0 {
+			why = "forced or no network namespaces"
+		}
+		e.notes = append(e.notes, fmt.Sprintf("%s: ports %d-%d, lo only (no SO_BINDTODEVICE), one owner (uid %d)", why, e.ports[0], e.ports[1], e.uid))
+	}
+
+	for _, s := range peerAddrs {
+		ap := netip.MustParseAddrPort(s)
+		fd, err := socket(ap.Addr().Is6(), 0)
+		if err != nil {
+			return err
+		}
+		if ap.Addr().Is6() {
+			syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1)
+		}
+		if err := syscall.Bind(fd, sockaddr(ap)); err != nil {
+			syscall.Close(fd)
+			return fmt.Errorf("bind peer %v: %w", ap, err)
+		}
+		if ap.Port() == 0 {
+			ap = sockname(fd)
+		}
+		e.peers = append(e.peers, peer{addr: ap, fd: fd})
+	}
+
+	// The sentinel: sent after each datagram, its arrival means the
+	// datagram before it has been delivered (or dropped).
+	if e.sentRx, err = socket(false, 0); err != nil {
+		return err
+	}
+	if err := syscall.Bind(e.sentRx, sockaddr(e.sentAddr)); err != nil {
+		return fmt.Errorf("bind sentinel: %w", err)
+	}
+	e.sentAddr = sockname(e.sentRx)
+	if err := syscall.SetsockoptTimeval(e.sentRx, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &syscall.Timeval{Sec: 2}); err != nil {
+		return err
+	}
+	if e.sentTx, err = socket(false, 0); err != nil {
+		return err
+	}
+	if err := syscall.Bind(e.sentTx, sockaddr(netip.AddrPortFrom(e.sentAddr.Addr(), 0))); err != nil {
+		return err
+	}
+	return e.probeArrival()
+}
+
+// probeArrival finds, for every destination address, the interface its
+// datagrams arrive on: one wildcard socket per device and family, bound to
+// the device, and a datagram to each destination; the socket that gets it
+// names the interface. (Linux delivers local traffic through lo but reports
+// the device that owns the destination address.)
+func (e *env) probeArrival() error {
+	for _, fam6 := range []bool{false, true} {
+		dsts := e.dst4
+		if fam6 {
+			dsts = e.dst6
+		}
+		if len(dsts) == 0 {
+			continue
+		}
+		fds := make([]int, len(e.devs))
+		defer func() {
+			for _, fd := range fds {
+				if fd > 0 {
+					syscall.Close(fd)
+				}
+			}
+		}()
+		wild := netip.IPv4Unspecified()
+		if fam6 {
+			wild = netip.IPv6Unspecified()
+		}
+		for i, d := range e.devs {
+			fd, err := socket(fam6, 0)
+			if err != nil {
+				return err
+			}
+			fds[i] = fd
+			if fam6 {
+				syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1)
+			}
+			if e.root {
+				if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, soBindToIfindex, d.ifindex); err != nil {
+					return fmt.Errorf("SO_BINDTOIFINDEX %s: %w", d.name, err)
+				}
+			}
+			if err := syscall.Bind(fd, sockaddr(netip.AddrPortFrom(wild, e.probe))); err != nil {
+				return fmt.Errorf("probe bind on %s: %w", d.name, err)
+			}
+		}
+		var from *peer
+		for i := range e.peers {
+			if e.peers[i].addr.Addr().Is6() == fam6 {
+				from = &e.peers[i]
+				break
+			}
+		}
+		for _, dst := range dsts {
+			if err := e.send(from.fd, netip.AddrPortFrom(dst, e.probe), 0); err != nil {
+				return err
+			}
+			got := -1
+			for i, fd := range fds {
+				for {
+					p, ok := recvPayload(fd)
+					if !ok {
+						break
+					}
+					if p == 0 {
+						if got >= 0 {
+							return fmt.Errorf("probe: a datagram to %v arrived on two sockets", dst)
+						}
+						got = i
+					}
+				}
+			}
+			if got < 0 {
+				return fmt.Errorf("probe: a datagram from %v to %v arrived on no device", from.addr, dst)
+			}
+			e.arrive[dst] = e.devs[got].ifindex
+		}
+	}
+	var b strings.Builder
+	for _, d := range e.devs {
+		fmt.Fprintf(&b, " %s=%d", d.name, d.ifindex)
+	}
+	e.notes = append(e.notes, "devices:"+b.String())
+	return nil
+}
+
+// socket makes a UDP socket of the given family whose owner (the uid
+// SO_REUSEPORT compares) is owner. It must run on the env thread: the fsuid
+// switch is per thread, and so is the network namespace.
+func socket(fam6 bool, owner uint32) (int, error) {
+	af := syscall.AF_INET
+	if fam6 {
+		af = syscall.AF_INET6
+	}
+	if owner != 0 {
+		syscall.RawSyscall(syscall.SYS_SETFSUID, uintptr(owner), 0, 0)
+		defer syscall.RawSyscall(syscall.SYS_SETFSUID, 0, 0, 0)
+	}
+	fd, err := syscall.Socket(af, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, syscall.IPPROTO_UDP)
+	if err != nil {
+		return -1, fmt.Errorf("socket: %w", err)
+	}
+	return fd, nil
+}
+
+// send sends an 8-byte payload from fd to dst, then the sentinel, and waits
+// for the sentinel: when it returns, the datagram has been delivered or
+// dropped.
+func (e *env) send(fd int, dst netip.AddrPort, payload uint64) error {
+	var b [8]byte
+	for i := range b {
+		b[i] = byte(payload >> (8 * i))
+	}
+	if err := syscall.Sendto(fd, b[:], 0, sockaddr(dst)); err != nil {
+		return fmt.Errorf("sendto %v: %w", dst, err)
+	}
+	mark := ^payload
+	for i := range b {
+		b[i] = byte(mark >> (8 * i))
+	}
+	if err := syscall.Sendto(e.sentTx, b[:], 0, sockaddr(e.sentAddr)); err != nil {
+		return fmt.Errorf("sentinel sendto: %w", err)
+	}
+	for {
+		var r [16]byte
+		n, _, err := syscall.Recvfrom(e.sentRx, r[:], 0)
+		if err != nil {
+			return fmt.Errorf("sentinel did not arrive: %w", err)
+		}
+		if n == 8 && le64(r[:8]) == mark {
+			return nil
+		}
+	}
+}
+
+// recvPayload reads one datagram from fd without blocking.
+func recvPayload(fd int) (uint64, bool) {
+	var r [16]byte
+	n, _, err := syscall.Recvfrom(fd, r[:], syscall.MSG_DONTWAIT)
+	if err != nil || n != 8 {
+		return 0, false
+	}
+	return le64(r[:8]), true
+}
+
+func le64(b []byte) uint64 {
+	var v uint64
+	for i := 7; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func sockaddr(ap netip.AddrPort) syscall.Sockaddr {
+	if ap.Addr().Is4() {
+		return &syscall.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}
+	}
+	return &syscall.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+}
+
+func fromSockaddr(sa syscall.Sockaddr) netip.AddrPort {
+	switch sa := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+	case *syscall.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port))
+	}
+	return netip.AddrPort{}
+}
+
+func sockname(fd int) netip.AddrPort {
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return fromSockaddr(sa)
+}
