@@ -1,0 +1,288 @@
+package suite
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/udpdemux/udpdemux/bench/peer/gomap"
+	"github.com/udpdemux/udpdemux/bench/peer/gvisor"
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// Writer says what a concurrent writer does during a parallel lookup run.
+type Writer int
+
+// The writer modes.
+const (
+	// NoWriter runs lookups only.
+	NoWriter Writer = iota
+	// PacedWriter binds and closes one of the shape's churn sockets
+	// PacedRate times a second.
+	PacedWriter
+	// FlatOutWriter binds and closes churn sockets as fast as it can, on
+	// a goroutine of its own.
+	FlatOutWriter
+)
+
+// PacedRate is the PacedWriter's rate of bind+close pairs per second.
+const PacedRate = 10000
+
+// String names the mode.
+func (w Writer) String() string {
+	switch w {
+	case NoWriter:
+		return "none"
+	case PacedWriter:
+		return fmt.Sprintf("%d bind+close/s", PacedRate)
+	case FlatOutWriter:
+		return "bind+close flat out"
+	}
+	return "writer(?)"
+}
+
+// ParallelResult is the outcome of a parallel lookup run.
+type ParallelResult struct {
+	Goroutines int
+	Writer     Writer
+	Elapsed    time.Duration
+	Lookups    uint64 // lookups done by all goroutines
+	Wrong      uint64 // lookups that found the wrong socket (must be 0)
+	WriterOps  uint64 // bind+close pairs done by the writer
+}
+
+// PerSec returns the lookups per second, all goroutines together.
+func (r ParallelResult) PerSec() float64 {
+	return float64(r.Lookups) / r.Elapsed.Seconds()
+}
+
+// Paralleler is a fixture that can run lookups on several goroutines.
+type Paralleler interface {
+	// Parallel looks up the datagrams of set i on g goroutines for about
+	// d, with writer w running alongside.
+	Parallel(i, g int, d time.Duration, w Writer) (ParallelResult, error)
+}
+
+// chunk is how many lookups a goroutine does between looks at the clock.
+const chunk = 256
+
+// runParallel runs g copies of look (each starting at a different offset
+// in a list of n datagrams) and, unless w is NoWriter, write (one bind and
+// close pair per call), for about d.
+func runParallel(n, g int, d time.Duration, w Writer, look func(from, count int) (wrong uint64), write func() error) (ParallelResult, error) {
+	res := ParallelResult{Goroutines: g, Writer: w}
+	var (
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+		lookups atomic.Uint64
+		wrong   atomic.Uint64
+		wops    atomic.Uint64
+		werr    error
+		start   = make(chan struct{})
+	)
+	for k := range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := k * n / g
+			var c, bad uint64
+			<-start
+			for !stop.Load() {
+				cnt := min(chunk, n-j)
+				bad += look(j, cnt)
+				c += uint64(cnt)
+				if j += cnt; j == n {
+					j = 0
+				}
+			}
+			lookups.Add(c)
+			wrong.Add(bad)
+		}()
+	}
+	if w != NoWriter {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			t0 := time.Now()
+			var ops uint64
+			for !stop.Load() {
+				if w == PacedWriter {
+					due := uint64(time.Since(t0).Seconds() * PacedRate)
+					if ops >= due {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+				}
+				if err := write(); err != nil {
+					werr = err
+					break
+				}
+				ops++
+			}
+			wops.Store(ops)
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	res.Elapsed = time.Since(t0)
+	res.Lookups, res.Wrong, res.WriterOps = lookups.Load(), wrong.Load(), wops.Load()
+	return res, werr
+}
+
+// looker is a fixture whose lookups can run on several goroutines.
+type looker interface {
+	// looker returns the number of datagrams of set i and a function
+	// that looks up count of them from index from, returning how many
+	// found the wrong socket.
+	looker(i int) (int, func(from, count int) uint64)
+	// writer returns a function that binds and closes the next of the
+	// shape's churn sockets, or nil if the contender cannot be written
+	// while it is read.
+	writer() func() error
+}
+
+// parallel implements Paralleler for every looker.
+func parallel(f looker, i, g int, d time.Duration, w Writer) (ParallelResult, error) {
+	n, look := f.looker(i)
+	write := f.writer()
+	if w != NoWriter && write == nil {
+		return ParallelResult{}, fmt.Errorf("no concurrent writer for this contender")
+	}
+	return runParallel(n, g, d, w, look, write)
+}
+
+// RunParallel is the go test form of a parallel run: it looks up the
+// datagrams of set i with b.RunParallel (so -cpu sets the goroutines), and
+// fails if a lookup finds the wrong socket.
+func RunParallel(b *testing.B, f Fixture, i int) {
+	n, look := f.(looker).looker(i)
+	var start atomic.Int64
+	var wrong atomic.Uint64
+	b.RunParallel(func(pb *testing.PB) {
+		j := int(start.Add(1)*7919) % n
+		var bad uint64
+		for pb.Next() {
+			bad += look(j, 1)
+			if j++; j == n {
+				j = 0
+			}
+		}
+		wrong.Add(bad)
+	})
+	if w := wrong.Load(); w > 0 {
+		b.Fatalf("%d lookups found the wrong socket", w)
+	}
+}
+
+func (f *demuxFixture) looker(i int) (int, func(from, count int) uint64) {
+	ds := f.sets[i].D
+	return len(ds), func(from, count int) (wrong uint64) {
+		for _, dg := range ds[from : from+count] {
+			if _, v := f.t.Lookup(dg.Src, dg.Dst, 1); v != dg.Want {
+				wrong++
+			}
+		}
+		return wrong
+	}
+}
+
+func (f *demuxFixture) writer() func() error {
+	churn, next := f.churn, 0
+	if len(churn) == 0 {
+		return nil
+	}
+	return func() error {
+		c := &churn[next]
+		if next++; next == len(churn) {
+			next = 0
+		}
+		s, err := f.t.Bind(demux.Options{Addr: c.Local.Addr(), Port: c.Local.Port(), ReuseAddr: c.ReuseAddr}, -1)
+		if err != nil {
+			return err
+		}
+		return f.t.Close(s)
+	}
+}
+
+// Parallel implements Paralleler; afterwards it checks the table's
+// invariants.
+func (f *demuxFixture) Parallel(i, g int, d time.Duration, w Writer) (ParallelResult, error) {
+	r, err := parallel(f, i, g, d, w)
+	if err == nil {
+		err = f.t.Verify()
+	}
+	return r, err
+}
+
+func (f *gvisorFixture) looker(i int) (int, func(from, count int) uint64) {
+	ids, want := f.ids[i], f.want[i]
+	return len(ids), func(from, count int) (wrong uint64) {
+		for j := from; j < from+count; j++ {
+			ep := f.d.Find(ids[j], 1)
+			if ep == nil || ep.(*gvisor.Endpoint).Index != int(want[j]) {
+				wrong++
+			}
+		}
+		return wrong
+	}
+}
+
+func (f *gvisorFixture) writer() func() error {
+	churn, next := f.churn, 0
+	if len(churn) == 0 {
+		return nil
+	}
+	ep := &gvisor.Endpoint{Index: -1}
+	return func() error {
+		c := &churn[next]
+		if next++; next == len(churn) {
+			next = 0
+		}
+		flags := gvisor.Flags{MostRecent: c.ReuseAddr}
+		if err := f.d.Register(c.Local, c.Remote, flags, ep); err != nil {
+			return err
+		}
+		f.d.Unregister(c.Local, c.Remote, flags, ep)
+		return nil
+	}
+}
+
+// Parallel implements Paralleler.
+func (f *gvisorFixture) Parallel(i, g int, d time.Duration, w Writer) (ParallelResult, error) {
+	return parallel(f, i, g, d, w)
+}
+
+func (f *mapFixture[K]) looker(i int) (int, func(from, count int) uint64) {
+	keys, want := f.keys[i], f.want[i]
+	return len(keys), func(from, count int) (wrong uint64) {
+		for j := from; j < from+count; j++ {
+			if f.m.Get(keys[j]) != want[j] {
+				wrong++
+			}
+		}
+		return wrong
+	}
+}
+
+// writer returns nil: a Go map cannot be written while it is read.
+func (f *mapFixture[K]) writer() func() error { return nil }
+
+// Parallel implements Paralleler; the floor runs without a writer only.
+func (f *mapFixture[K]) Parallel(i, g int, d time.Duration, w Writer) (ParallelResult, error) {
+	return parallel(f, i, g, d, w)
+}
+
+var (
+	_ Paralleler = (*demuxFixture)(nil)
+	_ Paralleler = (*gvisorFixture)(nil)
+	_ Paralleler = (*mapFixture[gomap.Tuple])(nil)
+	_ looker     = (*demuxFixture)(nil)
+	_ looker     = (*gvisorFixture)(nil)
+	_ looker     = (*mapFixture[gomap.Tuple])(nil)
+)
