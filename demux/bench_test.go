@@ -17,83 +17,56 @@ func addr6N(i int) netip.Addr {
 	return netip.AddrFrom16(b)
 }
 
-// samePort6Table is samePortTable with IPv6 addresses.
-func samePort6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+// buildTable binds n sockets, the i-th with options o(i), in a table of
+// 65536 slots, and returns the destinations that datagrams to them use,
+// in random order.
+func buildTable(b testing.TB, s demux.Strategy, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
 	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
 	if err != nil {
 		b.Fatal(err)
 	}
 	dsts := make([]netip.AddrPort, n)
 	for i := range n {
-		a := addr6N(i)
-		if _, err := t.Bind(demux.Options{Addr: a, Port: 53}, i); err != nil {
+		opts, dst := o(i)
+		if _, err := t.Bind(opts, i); err != nil {
 			b.Fatal(err)
 		}
-		dsts[i] = netip.AddrPortFrom(a, 53)
+		dsts[i] = dst
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
 	return t, dsts
+}
+
+// samePortTable binds n sockets on port 53 at distinct IPv4 addresses.
+func samePortTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+		return demux.Options{Addr: a, Port: 53}, netip.AddrPortFrom(a, 53)
+	})
+}
+
+// samePort6Table is samePortTable with IPv6 addresses.
+func samePort6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+		return demux.Options{Addr: addr6N(i), Port: 53}, netip.AddrPortFrom(addr6N(i), 53)
+	})
+}
+
+// distinctPortsTable binds n IPv4 wildcard sockets on distinct ports.
+func distinctPortsTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+		p := uint16(1 + i)
+		return demux.Options{Addr: netip.IPv4Unspecified(), Port: p}, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
+	})
 }
 
 // distinctPorts6Table binds n IPv6-only "::" sockets on distinct ports.
 func distinctPorts6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dsts := make([]netip.AddrPort, n)
-	for i := range n {
+	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
 		p := uint16(1 + i)
-		if _, err := t.Bind(demux.Options{Addr: netip.IPv6Unspecified(), Port: p, V6Only: true}, i); err != nil {
-			b.Fatal(err)
-		}
-		dsts[i] = netip.AddrPortFrom(addr6N(1), p)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
-	return t, dsts
-}
-
-// samePortTable binds n sockets on port 53 at distinct IPv4 addresses,
-// plus a wildcard socket, and returns datagrams to the bound addresses in
-// random order.
-func samePortTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dsts := make([]netip.AddrPort, n)
-	for i := range n {
-		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		if _, err := t.Bind(demux.Options{Addr: a, Port: 53}, i); err != nil {
-			b.Fatal(err)
-		}
-		dsts[i] = netip.AddrPortFrom(a, 53)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
-	return t, dsts
-}
-
-// distinctPortsTable binds n wildcard sockets on distinct ports.
-func distinctPortsTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
-	if err != nil {
-		b.Fatal(err)
-	}
-	dsts := make([]netip.AddrPort, n)
-	any4 := netip.IPv4Unspecified()
-	for i := range n {
-		p := uint16(1 + i)
-		if _, err := t.Bind(demux.Options{Addr: any4, Port: p}, i); err != nil {
-			b.Fatal(err)
-		}
-		dsts[i] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
-	}
-	r := rand.New(rand.NewPCG(1, 2))
-	r.Shuffle(n, func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
-	return t, dsts
+		return demux.Options{Addr: netip.IPv6Unspecified(), Port: p, V6Only: true}, netip.AddrPortFrom(addr6N(1), p)
+	})
 }
 
 func benchLookups(b *testing.B, t *demux.Table[int], dsts []netip.AddrPort) {

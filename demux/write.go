@@ -128,17 +128,13 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 // Errors wrap syscall.EBADF for a closed socket, and EINVAL, EAFNOSUPPORT or
 // ENETUNREACH as Linux's connect returns them; the table is then unchanged.
 func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
-	if s == nil || s.t != t {
-		return &OpError{Op: "connect", Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
-	}
 	var g lockorder.Guard
-	port := s.opts.Port
-	t.tabs.H1.LockPort(&g, port)
+	old, err := t.lockOpen(&g, s, "connect")
 	defer g.Unlock()
-	if s.s.Closed.Load() {
-		return s.opError("connect", syscall.EBADF)
+	if err != nil {
+		return err
 	}
-	old := s.s.Cur.Load()
+	port := old.Port
 	l, peer, err := ipv6.Connect(localOf(old), int(old.Device), remote, local, t.zones)
 	if err != nil {
 		return s.opError("connect", err)
@@ -214,20 +210,32 @@ func (t *Table[V]) rehash(old, e *sock.Entry, g *lockorder.Guard) {
 	os.Seq.End()
 }
 
+// lockOpen locks the primary slot of s through g and returns its current
+// entry, or an EBADF error for op if s is closed or of another table (then
+// g may hold nothing).
+func (t *Table[V]) lockOpen(g *lockorder.Guard, s *Socket[V], op string) (*sock.Entry, error) {
+	if s == nil || s.t != t {
+		return nil, &OpError{Op: op, Err: errForeign}
+	}
+	t.tabs.H1.LockPort(g, s.opts.Port)
+	if s.s.Closed.Load() {
+		return nil, s.opError(op, syscall.EBADF)
+	}
+	return s.s.Cur.Load(), nil
+}
+
+var errForeign = fmt.Errorf("socket of another table: %w", syscall.EBADF)
+
 // Close unbinds s. Closing a closed socket fails with an error wrapping
 // syscall.EBADF.
 func (t *Table[V]) Close(s *Socket[V]) error {
-	if s == nil || s.t != t {
-		return &OpError{Op: "close", Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
-	}
 	var g lockorder.Guard
-	port := s.opts.Port
-	t.tabs.H1.LockPort(&g, port)
+	e, err := t.lockOpen(&g, s, "close")
 	defer g.Unlock()
-	if s.s.Closed.Load() {
-		return s.opError("close", syscall.EBADF)
+	if err != nil {
+		return err
 	}
-	e := s.s.Cur.Load()
+	port := e.Port
 	i := t.tabs.H2.IndexOf(e)
 	s2 := t.tabs.H2.At(i)
 	t.tabs.H2.Lock(&g, i)
