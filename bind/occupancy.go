@@ -20,6 +20,7 @@ import (
 // The per-port counts are guarded by the port's primary slot lock; the
 // bitmaps summarise them and are read without locks.
 type Occupancy struct {
+	total    atomic.Int64     // sockets counted, for Verify
 	count    [65536]portCount // guarded by the port's primary slot lock
 	used     [words]atomic.Uint64
 	blocked4 [words]atomic.Uint64
@@ -35,6 +36,9 @@ type portCount struct {
 // slot lock.
 func (o *Occupancy) Users(p uint16) int { return int(o.count[p].users) }
 
+// Total returns the number of sockets counted over all ports.
+func (o *Occupancy) Total() int { return int(o.total.Load()) }
+
 // Add counts e on its port. The caller holds the port's primary slot lock.
 func (o *Occupancy) Add(e *sock.Entry) { o.update(e, 1) }
 
@@ -45,6 +49,7 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 	p := e.Port
 	c := &o.count[p]
 	c.users = uint32(int(c.users) + d)
+	o.total.Add(int64(d))
 	setBit(&o.used[p>>6], p, c.users != 0)
 	b4, b6 := blocks(e)
 	if b4 {

@@ -42,8 +42,6 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
 	case is6 && v4peer && l.Flags&sock.V6Only != 0:
 		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
-	case is6 && !v4peer && l.V6.IsMapped():
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
 		if !NeedsScope(pa) {
@@ -67,6 +65,10 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 			return l, Peer{}, fmt.Errorf("link-local peer %v needs an interface: %w", pa, syscall.EINVAL)
 		}
 		p.Device = idx
+	}
+	// Linux checks the link-local peer's interface before this.
+	if is6 && !v4peer && l.V6.IsMapped() {
+		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	pa = pa.WithZone("")
 	p.Addr = sock.From16(pa)

@@ -19,8 +19,9 @@ type Query struct {
 }
 
 // Init prepares the lookup of a datagram from src to dst that arrived on
-// interface ifindex. It reports false when dst cannot be delivered to any
-// socket (an invalid or unspecified address, or port 0). It fills q in
+// interface ifindex. It reports false when the datagram cannot be delivered
+// to any socket: dst is invalid or unspecified or has port 0, or src is
+// invalid or of the other family. It fills q in
 // place: a Query is too large to return cheaply on the lookup path.
 func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	q.DstPort = dst.Port()
@@ -29,6 +30,10 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	q.SrcPort = src.Port()
 	q.Ifindex = int32(ifindex)
 	q.Is4 = q.Key.IsMapped()
+	if q.Is4 != q.Src.IsMapped() || !src.Addr().IsValid() {
+		// No datagram has a source of the other family, or none.
+		return false
+	}
 	if q.Is4 {
 		q.D4 = q.Key.V4()
 		return q.D4 != 0 && q.DstPort != 0

@@ -1,0 +1,577 @@
+package demux_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/internal/model"
+)
+
+// TestKernelRows checks the 26 rows of DESIGN.md's kernel table, each
+// asserting the outcome Linux 6.18 gave. Every row runs on the table under
+// every strategy (Hybrid also with threshold 1, so that its secondary path
+// runs even for short chains) and on the reference model, so that the
+// model is checked against the kernel too.
+//
+// Interface 1 stands for lo. Where the table says only "A, B" the sockets
+// set SO_REUSEADDR, as they must to share the port at all. Rows whose
+// outcome rests on the clarifications of the model (beyond DESIGN.md's own
+// words) say so in their note.
+
+const rowPort = 9000
+
+var (
+	rowPeerP = netip.MustParseAddrPort("127.0.0.2:5000") // the peer a socket connects to
+	rowPeerQ = netip.MustParseAddrPort("127.0.0.3:5000") // another sender
+	rowPeer6 = netip.MustParseAddrPort("[::1]:5000")
+	rowLo    = 1
+)
+
+// rowSUT is a socket table under test: the demux table or the model. Sockets
+// are numbered in bind order from 0 by both, so the numbers agree.
+type rowSUT interface {
+	bind(o demux.Options) (int, error)
+	connect(id int, remote netip.AddrPort, local netip.Addr) error
+	lookup(src, dst netip.AddrPort, ifindex int) (int, bool)
+}
+
+type rowTableSUT struct {
+	tbl   *demux.Table[int]
+	socks []*demux.Socket[int]
+}
+
+func (s *rowTableSUT) bind(o demux.Options) (int, error) {
+	sock, err := s.tbl.Bind(o, len(s.socks))
+	if err != nil {
+		return -1, err
+	}
+	s.socks = append(s.socks, sock)
+	return len(s.socks) - 1, nil
+}
+
+func (s *rowTableSUT) connect(id int, remote netip.AddrPort, local netip.Addr) error {
+	return s.tbl.Connect(s.socks[id], remote, local)
+}
+
+func (s *rowTableSUT) lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
+	sock, v := s.tbl.Lookup(src, dst, ifindex)
+	return v, sock != nil
+}
+
+type rowModelSUT struct{ m *model.Model }
+
+func (s rowModelSUT) bind(o demux.Options) (int, error) { return s.m.Bind(o) }
+func (s rowModelSUT) connect(id int, remote netip.AddrPort, local netip.Addr) error {
+	return s.m.Connect(id, remote, local)
+}
+func (s rowModelSUT) lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
+	return s.m.Lookup(src, dst, ifindex)
+}
+
+// rowEnv runs one row on one sut; reset starts over on an empty one, for
+// rows with alternative outcomes ("X / Y").
+type rowEnv struct {
+	t     *testing.T
+	fresh func() rowSUT
+	s     rowSUT
+	// table is the demux table of the current sut, nil for the model.
+	table *demux.Table[int]
+}
+
+func (e *rowEnv) reset() { e.s = e.fresh() }
+
+func rowOpts(addr string, f ...func(*demux.Options)) demux.Options {
+	o := demux.Options{Addr: netip.MustParseAddr(addr), Port: rowPort}
+	for _, fn := range f {
+		fn(&o)
+	}
+	return o
+}
+
+func rowReuseAddr(o *demux.Options) { o.ReuseAddr = true }
+func rowReusePort(o *demux.Options) { o.ReusePort = true }
+func rowV6Only(o *demux.Options)    { o.V6Only = true }
+func rowDevice(d int) func(*demux.Options) {
+	return func(o *demux.Options) { o.Device = d }
+}
+
+// bind binds and requires success.
+func (e *rowEnv) bind(o demux.Options) int {
+	e.t.Helper()
+	id, err := e.s.bind(o)
+	require.NoError(e.t, err, "bind %v", o.Addr)
+	return id
+}
+
+// bindErr binds and requires the given errno (0: success).
+func (e *rowEnv) bindErr(o demux.Options, want syscall.Errno) {
+	e.t.Helper()
+	_, err := e.s.bind(o)
+	if want == 0 {
+		assert.NoError(e.t, err, "bind %v", o.Addr)
+	} else {
+		assert.ErrorIs(e.t, err, want, "bind %v", o.Addr)
+	}
+}
+
+func (e *rowEnv) connect(id int, remote netip.AddrPort, local string) {
+	e.t.Helper()
+	var l netip.Addr
+	if local != "" {
+		l = netip.MustParseAddr(local)
+	}
+	require.NoError(e.t, e.s.connect(id, remote, l), "connect %d to %v", id, remote)
+}
+
+// delivers asserts that the datagram src → dst (port rowPort) on lo goes to
+// socket want, or to none if want is -1.
+func (e *rowEnv) delivers(src netip.AddrPort, dst string, want int) {
+	e.t.Helper()
+	d := netip.AddrPortFrom(netip.MustParseAddr(dst), rowPort)
+	got, ok := e.s.lookup(src, d, rowLo)
+	if !ok {
+		got = -1
+	}
+	assert.Equal(e.t, want, got, "%v -> %v", src, d)
+}
+
+type kernelRow struct {
+	row  int
+	name string
+	note string // how the row depends on the model's clarifications
+	run  func(e *rowEnv)
+}
+
+var kernelRows = []kernelRow{
+	{1, "both ReuseAddr on 127.0.0.1: the newest receives", "", func(e *rowEnv) {
+		e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		b := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", b)
+	}},
+	{2, "0.0.0.0 connected to the sender beats 127.0.0.1", "connect takes the local address routing chose", func(e *rowEnv) {
+		a := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		b := e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		e.connect(b, rowPeerP, "127.0.0.1")
+		e.delivers(rowPeerP, "127.0.0.1", b)
+		e.delivers(rowPeerQ, "127.0.0.1", a)
+	}},
+	{3, "connected 127.0.0.1 gets its peer, the other the rest", "", func(e *rowEnv) {
+		a := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.connect(a, rowPeerP, "")
+		b := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", a)
+		e.delivers(rowPeerQ, "127.0.0.1", b)
+	}},
+	{4, "v4 0.0.0.0 beats v6 :: for IPv4, in either bind order", "", func(e *rowEnv) {
+		v4 := e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		e.bind(rowOpts("::", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", v4)
+		e.reset()
+		e.bind(rowOpts("::", rowReuseAddr))
+		v4 = e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", v4)
+	}},
+	{5, "device-bound 0.0.0.0 beats unbound 0.0.0.0, in either order", "", func(e *rowEnv) {
+		d := e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", d)
+		e.reset()
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		d = e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+		e.delivers(rowPeerP, "127.0.0.1", d)
+	}},
+	{6, "127.0.0.1 beats device-bound 0.0.0.0, in either order", "", func(e *rowEnv) {
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+		x := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", x)
+		e.reset()
+		x = e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+		e.delivers(rowPeerP, "127.0.0.1", x)
+	}},
+	{7, "v6 ::ffff:127.0.0.1 beats v4 0.0.0.0, in either order", "", func(e *rowEnv) {
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		m := e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", m)
+		e.reset()
+		m = e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
+		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", m)
+	}},
+	{8, "v4 127.0.0.1 beats v6 ::ffff:127.0.0.1, in either order", "", func(e *rowEnv) {
+		v4 := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", v4)
+		e.reset()
+		e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
+		v4 = e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.delivers(rowPeerP, "127.0.0.1", v4)
+	}},
+	{9, ":: V6Only gets no IPv4 datagram", "", func(e *rowEnv) {
+		s := e.bind(rowOpts("::", rowV6Only))
+		e.delivers(rowPeerP, "127.0.0.1", -1)
+		e.delivers(rowPeerP, "::ffff:127.0.0.1", -1)
+		e.delivers(rowPeer6, "::1", s) // but IPv6 ones
+	}},
+	{10, "a connected socket gets nothing from another peer", "", func(e *rowEnv) {
+		s := e.bind(rowOpts("127.0.0.1"))
+		e.connect(s, rowPeerP, "")
+		e.delivers(rowPeerQ, "127.0.0.1", -1)
+		e.delivers(rowPeerP, "127.0.0.1", s)
+	}},
+	{11, "4 ReusePort sockets share 20 flows, each flow stable", "the table's hash, seeded from a fixed Rand", func(e *rowEnv) {
+		var group []int
+		for range 4 {
+			group = append(group, e.bind(rowOpts("127.0.0.1", rowReusePort)))
+		}
+		got := map[int]int{}
+		for p := range 20 {
+			src := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(20000+p))
+			dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), rowPort)
+			id, ok := e.s.lookup(src, dst, rowLo)
+			require.True(e.t, ok)
+			require.Contains(e.t, group, id)
+			for range 3 {
+				again, _ := e.s.lookup(src, dst, rowLo)
+				require.Equal(e.t, id, again, "flow %v is not stable", src)
+			}
+			if e.table != nil {
+				assert.Equal(e.t, group[e.table.ReusePortIndex(src, dst, 4)], id, "receiver is not the ReusePortIndex member")
+			}
+			got[id]++
+		}
+		assert.Len(e.t, got, 4, "flows per member: %v", got)
+	}},
+	{12, ":: dual-stack, then 0.0.0.0", "", func(e *rowEnv) {
+		e.bind(rowOpts("::"))
+		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
+	}},
+	{13, ":: V6Only, then 0.0.0.0", "", func(e *rowEnv) {
+		e.bind(rowOpts("::", rowV6Only))
+		e.bindErr(rowOpts("0.0.0.0"), 0)
+	}},
+	{14, ":: dual-stack, then 127.0.0.1", "", func(e *rowEnv) {
+		e.bind(rowOpts("::"))
+		e.bindErr(rowOpts("127.0.0.1"), syscall.EADDRINUSE)
+	}},
+	{15, "127.0.0.1, then :: dual-stack", "", func(e *rowEnv) {
+		e.bind(rowOpts("127.0.0.1"))
+		e.bindErr(rowOpts("::"), syscall.EADDRINUSE)
+	}},
+	{16, "127.0.0.1, then ::ffff:127.0.0.1 / ::ffff:127.0.0.2", "", func(e *rowEnv) {
+		e.bind(rowOpts("127.0.0.1"))
+		e.bindErr(rowOpts("::ffff:127.0.0.1"), syscall.EADDRINUSE)
+		e.reset()
+		e.bind(rowOpts("127.0.0.1"))
+		e.bindErr(rowOpts("::ffff:127.0.0.2"), 0)
+	}},
+	{17, "::1, then ::", "", func(e *rowEnv) {
+		e.bind(rowOpts("::1"))
+		e.bindErr(rowOpts("::"), syscall.EADDRINUSE)
+	}},
+	{18, "ReusePort 127.0.0.1 twice; ReusePort 127.0.0.1 then 0.0.0.0", "same Owner", func(e *rowEnv) {
+		e.bind(rowOpts("127.0.0.1", rowReusePort))
+		e.bindErr(rowOpts("127.0.0.1", rowReusePort), 0)
+		e.reset()
+		e.bind(rowOpts("127.0.0.1", rowReusePort))
+		e.bindErr(rowOpts("0.0.0.0", rowReusePort), 0)
+	}},
+	{19, "ReuseAddr, then no ReuseAddr on the same address", "", func(e *rowEnv) {
+		e.bind(rowOpts("127.0.0.1", rowReuseAddr))
+		e.bindErr(rowOpts("127.0.0.1"), syscall.EADDRINUSE)
+	}},
+	{20, "0.0.0.0 on lo, then 0.0.0.0 without device / on lo", "", func(e *rowEnv) {
+		e.bind(rowOpts("0.0.0.0", rowDevice(rowLo)))
+		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
+		e.reset()
+		e.bind(rowOpts("0.0.0.0", rowDevice(rowLo)))
+		e.bindErr(rowOpts("0.0.0.0", rowDevice(rowLo)), syscall.EADDRINUSE)
+	}},
+	{21, "11 sockets on 127.0.0.1…11, then 0.0.0.0", "", func(e *rowEnv) {
+		for i := 1; i <= 11; i++ {
+			e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+		}
+		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
+	}},
+	{22, "V6Only on ::ffff:127.0.0.1", "", func(e *rowEnv) {
+		e.bindErr(rowOpts("::ffff:127.0.0.1", rowV6Only), syscall.EINVAL)
+	}},
+	{23, "::1 without V6Only, then 0.0.0.0", "", func(e *rowEnv) {
+		e.bind(rowOpts("::1"))
+		e.bindErr(rowOpts("0.0.0.0"), 0)
+	}},
+	{24, ":: connected to ::1, then 0.0.0.0 / 127.0.0.1 / ::",
+		"the IPv4 side keeps the placeholder 127.0.0.6, which overlaps 0.0.0.0 only", func(e *rowEnv) {
+			setup := func() {
+				s := e.bind(rowOpts("::"))
+				e.connect(s, rowPeer6, "::1")
+			}
+			for _, c := range []struct {
+				addr string
+				want syscall.Errno
+			}{{"0.0.0.0", syscall.EADDRINUSE}, {"127.0.0.1", 0}, {"::", syscall.EADDRINUSE}} {
+				e.reset()
+				setup()
+				e.bindErr(rowOpts(c.addr), c.want)
+			}
+		}},
+	{25, ":: connected to ::ffff:127.0.0.99, then 127.0.0.1 / 127.0.0.2 / ::1",
+		"local is passed as IPv4 127.0.0.1 and becomes ::ffff:127.0.0.1", func(e *rowEnv) {
+			for _, c := range []struct {
+				addr string
+				want syscall.Errno
+			}{{"127.0.0.1", syscall.EADDRINUSE}, {"127.0.0.2", 0}, {"::1", 0}} {
+				e.reset()
+				s := e.bind(rowOpts("::"))
+				e.connect(s, netip.MustParseAddrPort("[::ffff:127.0.0.99]:5000"), "127.0.0.1")
+				e.bindErr(rowOpts(c.addr), c.want)
+			}
+		}},
+	{26, "0.0.0.0 connected (local 127.0.0.1), then 127.0.0.1 / 127.0.0.2", "", func(e *rowEnv) {
+		for _, c := range []struct {
+			addr string
+			want syscall.Errno
+		}{{"127.0.0.1", syscall.EADDRINUSE}, {"127.0.0.2", 0}} {
+			e.reset()
+			s := e.bind(rowOpts("0.0.0.0"))
+			e.connect(s, rowPeerP, "127.0.0.1")
+			e.bindErr(rowOpts(c.addr), c.want)
+		}
+	}},
+}
+
+// rowTables are the table configurations every row runs under.
+var rowTables = []struct {
+	name string
+	cfg  demux.Config
+}{
+	{"OnePhase", demux.Config{Strategy: demux.OnePhase}},
+	{"TwoPhase", demux.Config{Strategy: demux.TwoPhase}},
+	{"Hybrid", demux.Config{Strategy: demux.Hybrid}},
+	{"Hybrid/threshold1", demux.Config{Strategy: demux.Hybrid, Threshold: 1}},
+}
+
+func TestKernelRows(t *testing.T) {
+	require.Len(t, kernelRows, 26)
+	for i, r := range kernelRows {
+		require.Equal(t, i+1, r.row)
+		name := fmt.Sprintf("row%02d", r.row)
+		t.Run(name, func(t *testing.T) {
+			if r.note != "" {
+				t.Logf("%s; depends on: %s", r.name, r.note)
+			}
+			for _, tc := range rowTables {
+				t.Run(tc.name, func(t *testing.T) {
+					e := &rowEnv{t: t}
+					e.fresh = func() rowSUT {
+						cfg := tc.cfg
+						cfg.Rand = rand.NewPCG(1, 2)
+						tbl, err := demux.New[int](cfg)
+						require.NoError(t, err)
+						e.table = tbl
+						return &rowTableSUT{tbl: tbl}
+					}
+					e.reset()
+					r.run(e)
+					require.NoError(t, e.table.Verify())
+				})
+			}
+			t.Run("model", func(t *testing.T) {
+				e := &rowEnv{t: t}
+				e.fresh = func() rowSUT {
+					return rowModelSUT{model.New(model.Config{
+						// A stand-in flow hash: the model has none.
+						ReusePortIndex: func(src, dst netip.AddrPort, n int) int { return int(src.Port()) % n },
+					})}
+				}
+				e.reset()
+				r.run(e)
+			})
+		})
+	}
+}
+
+// TestKernelRow21Secondary runs row 21's point — a wildcard bind must see
+// every socket on its port — with chains long enough that Hybrid's default
+// threshold sends specific binds and lookups to the secondary table, and
+// with variants where the one conflicting socket sits in a bucket that a
+// secondary-table check of the new socket's own address would miss.
+func TestKernelRow21Secondary(t *testing.T) {
+	const n = 64
+	cases := []struct {
+		name  string
+		setup func(e *rowEnv)
+		bind  demux.Options
+		want  syscall.Errno
+	}{
+		{"64 specific, then 0.0.0.0", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+			}
+		}, rowOpts("0.0.0.0"), syscall.EADDRINUSE},
+		{"64 specific, then :: dual-stack", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+			}
+		}, rowOpts("::"), syscall.EADDRINUSE},
+		{"64 specific, then :: V6Only", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+			}
+		}, rowOpts("::", rowV6Only), 0},
+		{"63 ReuseAddr and one without, then 0.0.0.0 ReuseAddr", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				if i == 37 {
+					e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+				} else {
+					e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i), rowReuseAddr))
+				}
+			}
+		}, rowOpts("0.0.0.0", rowReuseAddr), syscall.EADDRINUSE},
+		{"0.0.0.0 on device 2 and 64 specific on device 1, then specific", func(e *rowEnv) {
+			e.bind(rowOpts("0.0.0.0", rowDevice(2)))
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i), rowDevice(1)))
+			}
+		}, rowOpts("127.0.0.200"), syscall.EADDRINUSE},
+		{":: dual-stack on device 2 and 64 specific on device 1, then specific IPv4", func(e *rowEnv) {
+			e.bind(rowOpts("::", rowDevice(2)))
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i), rowDevice(1)))
+			}
+		}, rowOpts("127.0.0.200"), syscall.EADDRINUSE},
+		{"64 specific, then v4-mapped of one of them", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+			}
+		}, rowOpts("::ffff:127.0.0.50"), syscall.EADDRINUSE},
+		{"64 specific, then a free specific address", func(e *rowEnv) {
+			for i := 1; i <= n; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+			}
+		}, rowOpts("127.0.0.200"), 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, tc := range rowTables {
+				t.Run(tc.name, func(t *testing.T) {
+					tbl, err := demux.New[int](tc.cfg)
+					require.NoError(t, err)
+					e := &rowEnv{t: t, s: &rowTableSUT{tbl: tbl}, table: tbl}
+					c.setup(e)
+					before := tbl.Stats()
+					e.bindErr(c.bind, c.want)
+					require.NoError(t, tbl.Verify())
+					if tc.cfg.Strategy == demux.Hybrid && c.bind.Addr.Unmap().IsUnspecified() {
+						// A wildcard bind must not trust the secondary
+						// table alone.
+						after := tbl.Stats()
+						assert.Equal(t, before.BindChecks.Secondary, after.BindChecks.Secondary,
+							"a wildcard bind check took the secondary path")
+					}
+				})
+			}
+			t.Run("model", func(t *testing.T) {
+				e := &rowEnv{t: t, s: rowModelSUT{model.New(model.Config{})}}
+				c.setup(e)
+				e.bindErr(c.bind, c.want)
+			})
+		})
+	}
+	// Lookups on the long chain take the secondary path under Hybrid and
+	// still find the exact socket, the wildcard one, and the tier order.
+	tbl, err := demux.New[int](demux.Config{})
+	require.NoError(t, err)
+	s := &rowTableSUT{tbl: tbl}
+	e := &rowEnv{t: t, s: s, table: tbl}
+	wild := e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+	for i := 1; i <= n; i++ {
+		e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i), rowReuseAddr))
+	}
+	before := tbl.Stats()
+	for i := 1; i <= n; i++ {
+		e.delivers(rowPeerP, fmt.Sprintf("127.0.0.%d", i), i)
+	}
+	e.delivers(rowPeerP, "127.0.0.200", wild)
+	after := tbl.Stats()
+	assert.Greater(t, after.Lookups.Secondary, before.Lookups.Secondary, "Hybrid never took the secondary path")
+}
+
+// TestDeliberateDifferences checks DESIGN.md's three deliberate
+// differences from Linux, whose kernel answer depends on chain order: here
+// the rule applies whatever the order and the strategy.
+func TestDeliberateDifferences(t *testing.T) {
+	owner1 := func(o *demux.Options) { o.Owner = 1 }
+	cases := []struct {
+		name string
+		run  func(e *rowEnv)
+	}{
+		{"a: a compatible ReusePort socket does not excuse another conflict", func(e *rowEnv) {
+			// Linux allows the bind if it meets the ReusePort socket first.
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+			e.bind(rowOpts("127.0.0.1", rowReuseAddr, rowReusePort))
+			e.bindErr(rowOpts("127.0.0.1", rowReusePort), syscall.EADDRINUSE)
+			e.reset()
+			e.bind(rowOpts("127.0.0.1", rowReuseAddr, rowReusePort))
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr))
+			e.bindErr(rowOpts("127.0.0.1", rowReusePort), syscall.EADDRINUSE)
+		}},
+		{"a: ReusePort of another owner conflicts", func(e *rowEnv) {
+			e.bind(rowOpts("127.0.0.1", rowReusePort))
+			e.bindErr(rowOpts("127.0.0.1", rowReusePort, owner1), syscall.EADDRINUSE)
+		}},
+		{"b: a higher score beats a ReusePort socket met first", func(e *rowEnv) {
+			// Linux returns the ReusePort group if it comes first.
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
+			d := e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+			e.delivers(rowPeerP, "127.0.0.1", d)
+			e.reset()
+			d = e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
+			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
+			e.delivers(rowPeerP, "127.0.0.1", d)
+		}},
+		{"c: an IPv6 ReusePort socket wins ties as the newest", func(e *rowEnv) {
+			// Linux appends IPv6 ReusePort sockets to the chain's end.
+			e.bind(rowOpts("::1", rowReuseAddr))
+			rp := e.bind(rowOpts("::1", rowReuseAddr, rowReusePort))
+			e.delivers(rowPeer6, "::1", rp)
+			e.reset()
+			e.bind(rowOpts("::1", rowReuseAddr, rowReusePort))
+			plain := e.bind(rowOpts("::1", rowReuseAddr))
+			e.delivers(rowPeer6, "::1", plain)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, tc := range rowTables {
+				t.Run(tc.name, func(t *testing.T) {
+					e := &rowEnv{t: t}
+					e.fresh = func() rowSUT {
+						tbl, err := demux.New[int](tc.cfg)
+						require.NoError(t, err)
+						e.table = tbl
+						return &rowTableSUT{tbl: tbl}
+					}
+					e.reset()
+					c.run(e)
+					require.NoError(t, e.table.Verify())
+				})
+			}
+			t.Run("model", func(t *testing.T) {
+				e := &rowEnv{t: t}
+				e.fresh = func() rowSUT { return rowModelSUT{model.New(model.Config{})} }
+				e.reset()
+				c.run(e)
+			})
+		})
+	}
+}

@@ -1,0 +1,554 @@
+package model
+
+import (
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// The kernel table's rows run against the model in package demux's
+// TestKernelRows; these tests cover the rest of the model's rules.
+
+func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
+
+func opt(addr string, port uint16, f ...func(*demux.Options)) demux.Options {
+	o := demux.Options{Addr: netip.MustParseAddr(addr), Port: port}
+	for _, fn := range f {
+		fn(&o)
+	}
+	return o
+}
+
+func ra(o *demux.Options) { o.ReuseAddr = true }
+func rp(o *demux.Options) { o.ReusePort = true }
+func v6(o *demux.Options) { o.V6Only = true }
+func dev(d int) func(*demux.Options) {
+	return func(o *demux.Options) { o.Device = d }
+}
+func owner(u uint32) func(*demux.Options) {
+	return func(o *demux.Options) { o.Owner = u }
+}
+
+func mustBind(t *testing.T, m *Model, o demux.Options) int {
+	t.Helper()
+	id, err := m.Bind(o)
+	require.NoError(t, err, "bind %+v", o)
+	return id
+}
+
+func TestBindValidation(t *testing.T) {
+	cases := []struct {
+		name string
+		o    demux.Options
+		want error
+	}{
+		{"invalid address", demux.Options{Port: 1}, syscall.EINVAL},
+		{"V6Only on IPv4", opt("127.0.0.1", 1, v6), syscall.EINVAL},
+		{"V6Only on v4-mapped", opt("::ffff:127.0.0.1", 1, v6), syscall.EINVAL},
+		{"V6Only on ::", opt("::", 1, v6), nil},
+		{"link-local without interface", opt("fe80::1", 1), syscall.EINVAL},
+		{"link-local multicast without interface", opt("ff02::1", 1), syscall.EINVAL},
+		{"link-local with zone", opt("fe80::1%3", 1), nil},
+		{"link-local with device", opt("fe80::1", 1, dev(3)), nil},
+		{"link-local zone and same device", opt("fe80::1%3", 1, dev(3)), nil},
+		{"link-local zone and other device", opt("fe80::1%3", 1, dev(2)), syscall.EINVAL},
+		{"zone on global address", opt("2001:db8::1%3", 1), syscall.EINVAL},
+		{"zone on ::", opt("::%3", 1), syscall.EINVAL},
+		{"non-numeric zone", opt("fe80::1%eth0", 1), syscall.EINVAL},
+		{"negative device", opt("127.0.0.1", 1, dev(-1)), syscall.EINVAL},
+		{"site multicast needs no interface", opt("ff05::1", 1), nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(Config{})
+			_, err := m.Bind(c.o)
+			if c.want == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, c.want)
+				assert.Zero(t, m.Len(), "a failed bind changed the model")
+			}
+		})
+	}
+	_, err := New(Config{}).Bind(opt("127.0.0.1", 0))
+	assert.ErrorIs(t, err, ErrEphemeral)
+}
+
+func TestSnapshotEffectiveOptions(t *testing.T) {
+	m := New(Config{})
+	mustBind(t, m, opt("fe80::1%3", 7))
+	mustBind(t, m, opt("::1", 8))
+	mustBind(t, m, opt("::", 9, ra))
+	mustBind(t, m, opt("::ffff:127.0.0.1", 10, ra, rp, owner(4)))
+	want := []Socket{
+		{ID: 0, Local: ap("[fe80::1]:7"), Device: 3, V6Only: true},
+		{ID: 1, Local: ap("[::1]:8"), V6Only: true},
+		{ID: 2, Local: ap("[::]:9"), ReuseAddr: true},
+		{ID: 3, Local: ap("[::ffff:127.0.0.1]:10"), ReuseAddr: true, ReusePort: true, Owner: 4},
+	}
+	if d := cmp.Diff(want, m.Snapshot(), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+		t.Errorf("snapshot (-want +got):\n%s", d)
+	}
+}
+
+// TestConflicts checks pairs of binds on one port: the first must succeed,
+// the second gives the errno.
+func TestConflicts(t *testing.T) {
+	cases := []struct {
+		name          string
+		first, second demux.Options
+		want          error
+	}{
+		{":: V6Only vs :: dual-stack", opt("::", 1, v6), opt("::", 1), syscall.EADDRINUSE},
+		{":: dual-stack vs :: V6Only", opt("::", 1), opt("::", 1, v6), syscall.EADDRINUSE},
+		{":: V6Only vs ::ffff:127.0.0.1", opt("::", 1, v6), opt("::ffff:127.0.0.1", 1), nil},
+		{"::ffff:127.0.0.1 vs :: V6Only", opt("::ffff:127.0.0.1", 1), opt("::", 1, v6), nil},
+		{":: V6Only vs ::1", opt("::", 1, v6), opt("::1", 1), syscall.EADDRINUSE},
+		{"::ffff:0.0.0.0 vs 127.0.0.1", opt("::ffff:0.0.0.0", 1), opt("127.0.0.1", 1), syscall.EADDRINUSE},
+		{"127.0.0.1 vs ::ffff:0.0.0.0", opt("127.0.0.1", 1), opt("::ffff:0.0.0.0", 1), syscall.EADDRINUSE},
+		{"::ffff:0.0.0.0 vs ::1", opt("::ffff:0.0.0.0", 1), opt("::1", 1), nil},
+		{"::ffff:0.0.0.0 vs :: dual-stack", opt("::ffff:0.0.0.0", 1), opt("::", 1), syscall.EADDRINUSE},
+		{"::ffff:0.0.0.0 vs :: V6Only", opt("::ffff:0.0.0.0", 1), opt("::", 1, v6), nil},
+		{"fe80::1%1 vs fe80::1%2", opt("fe80::1%1", 1), opt("fe80::1%2", 1), nil},
+		{"fe80::1%1 vs fe80::1 device 1", opt("fe80::1%1", 1), opt("fe80::1", 1, dev(1)), syscall.EADDRINUSE},
+		{"fe80::1%1 vs :: (no device)", opt("fe80::1%1", 1), opt("::", 1), syscall.EADDRINUSE},
+		{"device 1 vs device 2", opt("0.0.0.0", 1, dev(1)), opt("0.0.0.0", 1, dev(2)), nil},
+		{"ReusePort other owner", opt("127.0.0.1", 1, rp), opt("127.0.0.1", 1, rp, owner(1)), syscall.EADDRINUSE},
+		{"ReusePort only on one", opt("127.0.0.1", 1, rp), opt("127.0.0.1", 1), syscall.EADDRINUSE},
+		{"ReuseAddr only on one", opt("127.0.0.1", 1, ra), opt("127.0.0.1", 1), syscall.EADDRINUSE},
+		{"other port", opt("127.0.0.1", 1), opt("127.0.0.1", 2), nil},
+		{"other addresses", opt("127.0.0.1", 1), opt("127.0.0.2", 1), nil},
+		{"::1 vs ::2", opt("::1", 1), opt("::2", 1), nil},
+		{"::1 vs ::1", opt("::1", 1), opt("::1", 1), syscall.EADDRINUSE},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(Config{})
+			mustBind(t, m, c.first)
+			_, err := m.Bind(c.second)
+			if c.want == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, c.want)
+			}
+		})
+	}
+}
+
+// TestEveryConflictCounts: a compatible ReusePort socket does not excuse a
+// conflict with another socket (DESIGN.md difference a).
+func TestEveryConflictCounts(t *testing.T) {
+	m := New(Config{})
+	mustBind(t, m, opt("127.0.0.1", 1, ra))
+	mustBind(t, m, opt("127.0.0.1", 1, ra, rp))
+	_, err := m.Bind(opt("127.0.0.1", 1, rp))
+	assert.ErrorIs(t, err, syscall.EADDRINUSE)
+}
+
+func TestEphemeral(t *testing.T) {
+	m := New(Config{PortLow: 100, PortHigh: 103, ReservedPorts: []uint16{101}, PreferUnused: true})
+	o := opt("127.0.0.1", 0)
+	assert.NoError(t, m.CheckEphemeral(o, 100))
+	assert.Error(t, m.CheckEphemeral(o, 99), "out of range")
+	assert.Error(t, m.CheckEphemeral(o, 101), "reserved")
+	assert.NoError(t, m.EphemeralError(o))
+	assert.ErrorIs(t, m.CheckEphemeral(opt("127.0.0.1", 0, v6), 100), syscall.EINVAL)
+	assert.ErrorIs(t, m.EphemeralError(opt("127.0.0.1", 0, v6)), syscall.EINVAL)
+
+	// 100 holds a socket that does not conflict: with unused ports left,
+	// the preference rules it out; without, it is legal.
+	mustBind(t, m, opt("127.0.0.2", 100))
+	assert.Error(t, m.CheckEphemeral(o, 100), "used while 102, 103 are unused")
+	assert.NoError(t, m.CheckEphemeral(o, 102))
+	_, err := m.BindAt(o, 102)
+	require.NoError(t, err)
+	_, err = m.BindAt(o, 103)
+	require.NoError(t, err)
+	assert.NoError(t, m.CheckEphemeral(o, 100), "every port is used; 100 does not conflict")
+	assert.Error(t, m.CheckEphemeral(o, 102), "conflict")
+	assert.NoError(t, m.EphemeralError(o))
+
+	// Without the preference, a used port is fine at once.
+	free := New(Config{PortLow: 100, PortHigh: 103})
+	mustBind(t, free, opt("127.0.0.2", 100))
+	assert.NoError(t, free.CheckEphemeral(o, 100))
+
+	// Fill the range for this address: bind(0) must fail.
+	_, err = m.BindAt(o, 100)
+	require.NoError(t, err)
+	assert.ErrorIs(t, m.EphemeralError(o), syscall.EADDRINUSE)
+	assert.NoError(t, m.EphemeralError(opt("127.0.0.9", 0)), "another address still fits")
+	assert.ErrorIs(t, m.EphemeralError(opt("0.0.0.0", 0)), syscall.EADDRINUSE)
+
+	d := New(Config{})
+	assert.NoError(t, d.CheckEphemeral(o, 32768))
+	assert.NoError(t, d.CheckEphemeral(o, 60999))
+	assert.Error(t, d.CheckEphemeral(o, 61000), "default range is 32768-60999")
+}
+
+func TestConnectErrors(t *testing.T) {
+	cases := []struct {
+		name   string
+		bind   demux.Options
+		remote string
+		local  string
+		want   error
+	}{
+		{"unspecified remote", opt("127.0.0.1", 1), "0.0.0.0:9", "", syscall.EINVAL},
+		{"v4-mapped unspecified remote", opt("::", 1), "[::ffff:0.0.0.0]:9", "127.0.0.1", syscall.EINVAL},
+		{"remote port 0", opt("127.0.0.1", 1), "127.0.0.2:0", "", syscall.EINVAL},
+		{"IPv6 remote on IPv4", opt("127.0.0.1", 1), "[::1]:9", "", syscall.EAFNOSUPPORT},
+		{"v4-mapped remote on IPv4", opt("127.0.0.1", 1), "[::ffff:127.0.0.2]:9", "", syscall.EAFNOSUPPORT},
+		{"IPv4 remote on V6Only", opt("::", 1, v6), "127.0.0.2:9", "127.0.0.1", syscall.ENETUNREACH},
+		{"v4-mapped remote on ::1", opt("::1", 1), "[::ffff:127.0.0.2]:9", "", syscall.ENETUNREACH},
+		{"link-local remote without device", opt("::", 1), "[fe80::2]:9", "::1", syscall.EINVAL},
+		{"link-local remote with device", opt("::", 1, dev(2)), "[fe80::2]:9", "fe80::1", nil},
+		{"family before link-local", opt("127.0.0.1", 1), "[fe80::2]:9", "", syscall.EAFNOSUPPORT},
+		{"wildcard without local", opt("0.0.0.0", 1), "127.0.0.2:9", "", syscall.EINVAL},
+		{"wildcard with unspecified local", opt("0.0.0.0", 1), "127.0.0.2:9", "0.0.0.0", syscall.EINVAL},
+		{"IPv4 wildcard, IPv6 local", opt("0.0.0.0", 1), "127.0.0.2:9", "::1", syscall.EINVAL},
+		{":: to IPv6 peer, IPv4 local", opt("::", 1), "[::2]:9", "127.0.0.1", syscall.EINVAL},
+		{":: to IPv4 peer, IPv6 local", opt("::", 1), "127.0.0.2:9", "::1", syscall.EINVAL},
+		{":: to IPv4 peer, IPv4 local", opt("::", 1), "127.0.0.2:9", "127.0.0.1", nil},
+		{":: to IPv4 peer, v4-mapped local", opt("::", 1), "127.0.0.2:9", "::ffff:127.0.0.1", nil},
+		{"specific, equal local", opt("127.0.0.1", 1), "127.0.0.2:9", "127.0.0.1", nil},
+		{"specific, other local", opt("127.0.0.1", 1), "127.0.0.2:9", "127.0.0.3", syscall.EINVAL},
+		{"mapped, IPv4 form of local", opt("::ffff:127.0.0.1", 1), "127.0.0.2:9", "127.0.0.1", nil},
+		// The next ones were checked on Linux 6.18.
+		{"mapped, IPv6 peer", opt("::ffff:127.0.0.1", 1), "[::2]:9", "", syscall.EAFNOSUPPORT},
+		{"::ffff:0.0.0.0 to IPv6 peer", opt("::ffff:0.0.0.0", 1), "[::2]:9", "::1", syscall.EAFNOSUPPORT},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(Config{})
+			id := mustBind(t, m, c.bind)
+			before := m.Snapshot()
+			var l netip.Addr
+			if c.local != "" {
+				l = netip.MustParseAddr(c.local)
+			}
+			err := m.Connect(id, ap(c.remote), l)
+			if c.want == nil {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, c.want)
+				assert.Equal(t, before, m.Snapshot(), "a failed connect changed the model")
+			}
+		})
+	}
+	m := New(Config{})
+	id := mustBind(t, m, opt("127.0.0.1", 1))
+	require.NoError(t, m.Close(id))
+	assert.ErrorIs(t, m.Connect(id, ap("127.0.0.2:9"), netip.Addr{}), syscall.EBADF)
+	assert.ErrorIs(t, m.Close(id), syscall.EBADF)
+	assert.ErrorIs(t, m.Close(99), syscall.EBADF)
+}
+
+func TestConnectAddresses(t *testing.T) {
+	m := New(Config{})
+	a := mustBind(t, m, opt("::", 1))
+	require.NoError(t, m.Connect(a, ap("127.0.0.2:9"), netip.MustParseAddr("127.0.0.1")))
+	b := mustBind(t, m, opt("::", 2))
+	require.NoError(t, m.Connect(b, ap("[::2]:9"), netip.MustParseAddr("::1")))
+	c := mustBind(t, m, opt("0.0.0.0", 3))
+	require.NoError(t, m.Connect(c, ap("127.0.0.2:9"), netip.MustParseAddr("127.0.0.1")))
+	// Reconnecting keeps the local address and changes the peer.
+	require.NoError(t, m.Connect(c, ap("127.0.0.3:9"), netip.Addr{}))
+	want := []Socket{
+		{ID: a, Local: ap("[::ffff:127.0.0.1]:1"), Remote: ap("[::ffff:127.0.0.2]:9")},
+		{ID: b, Local: ap("[::1]:2"), Remote: ap("[::2]:9")},
+		{ID: c, Local: ap("127.0.0.1:3"), Remote: ap("127.0.0.3:9")},
+	}
+	if d := cmp.Diff(want, m.Snapshot(), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
+		t.Errorf("snapshot (-want +got):\n%s", d)
+	}
+	// The connected "::" stops receiving IPv4, and receives its IPv6 peer.
+	_, ok := m.Lookup(ap("127.0.0.2:9"), ap("127.0.0.1:2"), 0)
+	assert.False(t, ok)
+	got, ok := m.Lookup(ap("[::2]:9"), ap("[::1]:2"), 0)
+	assert.True(t, ok)
+	assert.Equal(t, b, got)
+	// The one connected to an IPv4 peer receives it, also spelt v4-mapped.
+	got, ok = m.Lookup(ap("[::ffff:127.0.0.2]:9"), ap("[::ffff:127.0.0.1]:1"), 0)
+	assert.True(t, ok)
+	assert.Equal(t, a, got)
+}
+
+// TestConnectMakesNewest: a connect that moves a wildcard socket to a
+// specific address makes it the newest for ties; one that keeps the
+// address does not. Both reconnect, so that no 4-tuple precedence applies.
+func TestConnectMakesNewest(t *testing.T) {
+	m := New(Config{})
+	a := mustBind(t, m, opt("0.0.0.0", 1, ra))
+	b := mustBind(t, m, opt("127.0.0.1", 1, ra))
+	c := mustBind(t, m, opt("127.0.0.1", 1, ra))
+	require.NoError(t, m.Connect(b, ap("127.0.0.8:9"), netip.Addr{}))
+	require.NoError(t, m.Connect(a, ap("127.0.0.7:9"), netip.MustParseAddr("127.0.0.1")))
+	require.NoError(t, m.Connect(a, ap("127.0.0.2:9"), netip.Addr{}))
+	require.NoError(t, m.Connect(b, ap("127.0.0.2:9"), netip.Addr{}))
+	// a and b are both connected to the peer on 127.0.0.1 (score 10); a
+	// was rehashed after b was bound, so a is newer.
+	got, _ := m.Lookup(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 0)
+	assert.Equal(t, a, got)
+	got, _ = m.Lookup(ap("127.0.0.3:9"), ap("127.0.0.1:1"), 0)
+	assert.Equal(t, c, got)
+}
+
+// TestHash4 checks the 4-tuple precedence of connected sockets, each case
+// as Linux 6.18 answered it with real sockets on loopback.
+func TestHash4(t *testing.T) {
+	peer := ap("127.0.0.2:5000")
+	dst := ap("127.0.0.1:1")
+	t.Run("most recent first connect beats the device score", func(t *testing.T) {
+		m := New(Config{})
+		d := mustBind(t, m, opt("127.0.0.1", 1, ra, dev(1)))
+		n := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		require.NoError(t, m.Connect(d, peer, netip.Addr{}))
+		require.NoError(t, m.Connect(n, peer, netip.Addr{}))
+		got, _ := m.Lookup(peer, dst, 1)
+		assert.Equal(t, n, got)
+	})
+	t.Run("connect order, not bind order", func(t *testing.T) {
+		m := New(Config{})
+		a := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		b := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		require.NoError(t, m.Connect(b, peer, netip.Addr{}))
+		require.NoError(t, m.Connect(a, peer, netip.Addr{}))
+		got, _ := m.Lookup(peer, dst, 0)
+		assert.Equal(t, a, got)
+	})
+	t.Run("v4-mapped and IPv4 share the 4-tuple", func(t *testing.T) {
+		m := New(Config{})
+		v6 := mustBind(t, m, opt("::ffff:127.0.0.1", 1, ra))
+		v4 := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		require.NoError(t, m.Connect(v4, peer, netip.Addr{}))
+		require.NoError(t, m.Connect(v6, ap("[::ffff:127.0.0.2]:5000"), netip.Addr{}))
+		got, _ := m.Lookup(peer, dst, 0)
+		assert.Equal(t, v6, got, "the IPv4 score bonus does not count")
+	})
+	t.Run("a reconnect does not rehash", func(t *testing.T) {
+		m := New(Config{})
+		a := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		b := mustBind(t, m, opt("127.0.0.1", 1, ra))
+		require.NoError(t, m.Connect(b, peer, netip.Addr{}))
+		require.NoError(t, m.Connect(a, ap("127.0.0.9:5000"), netip.Addr{}))
+		require.NoError(t, m.Connect(a, peer, netip.Addr{}))
+		got, _ := m.Lookup(peer, dst, 0)
+		assert.Equal(t, b, got)
+		// Reconnecting to the same peer keeps the old position too.
+		require.NoError(t, m.Connect(b, ap("127.0.0.9:5000"), netip.Addr{}))
+		require.NoError(t, m.Connect(b, peer, netip.Addr{}))
+		got, _ = m.Lookup(peer, dst, 0)
+		assert.Equal(t, b, got)
+	})
+	t.Run("stale entries fall back to scoring", func(t *testing.T) {
+		for _, order := range []bool{false, true} {
+			m := New(Config{})
+			n := mustBind(t, m, opt("127.0.0.1", 1, ra))
+			d := mustBind(t, m, opt("127.0.0.1", 1, ra, dev(1)))
+			require.NoError(t, m.Connect(n, ap("127.0.0.7:5000"), netip.Addr{}))
+			require.NoError(t, m.Connect(d, ap("127.0.0.8:5000"), netip.Addr{}))
+			first, second := n, d
+			if order {
+				first, second = d, n
+			}
+			require.NoError(t, m.Connect(first, peer, netip.Addr{}))
+			require.NoError(t, m.Connect(second, peer, netip.Addr{}))
+			got, _ := m.Lookup(peer, dst, 1)
+			assert.Equal(t, d, got, "device score decides")
+		}
+	})
+	t.Run("IPv6", func(t *testing.T) {
+		m := New(Config{})
+		d := mustBind(t, m, opt("::1", 1, ra, dev(1)))
+		n := mustBind(t, m, opt("::1", 1, ra))
+		require.NoError(t, m.Connect(d, ap("[::1]:5000"), netip.Addr{}))
+		require.NoError(t, m.Connect(n, ap("[::1]:5000"), netip.Addr{}))
+		got, _ := m.Lookup(ap("[::1]:5000"), ap("[::1]:1"), 1)
+		assert.Equal(t, n, got)
+	})
+}
+
+// TestGhost checks the delivery of IPv4 datagrams for 127.0.0.6 to a
+// dual-stack socket connected to an IPv6 peer, each case as Linux 6.18
+// answered it.
+func TestGhost(t *testing.T) {
+	ghost := func(t *testing.T, m *Model, f ...func(*demux.Options)) int {
+		id := mustBind(t, m, opt("::", 1, f...))
+		require.NoError(t, m.Connect(id, ap("[::1]:5000"), netip.MustParseAddr("::1")))
+		return id
+	}
+	six := ap("127.0.0.6:1")
+	t.Run("from the peer's port only", func(t *testing.T) {
+		m := New(Config{})
+		g := ghost(t, m)
+		got, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
+		assert.True(t, ok)
+		assert.Equal(t, g, got)
+		_, ok = m.Lookup(ap("127.0.0.2:5001"), six, 0)
+		assert.False(t, ok)
+		_, ok = m.Lookup(ap("127.0.0.2:5000"), ap("127.0.0.1:1"), 0)
+		assert.False(t, ok)
+	})
+	t.Run("last resort", func(t *testing.T) {
+		for _, other := range []demux.Options{opt("127.0.0.6", 1, ra), opt("127.0.0.6", 1, ra, dev(1)), opt("0.0.0.0", 1, ra)} {
+			m := New(Config{})
+			ghost(t, m, ra)
+			o := mustBind(t, m, other)
+			got, _ := m.Lookup(ap("127.0.0.2:5000"), six, 1)
+			assert.Equal(t, o, got, "%v", other.Addr)
+		}
+	})
+	t.Run("not V6Only", func(t *testing.T) {
+		m := New(Config{})
+		ghost(t, m, v6)
+		_, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
+		assert.False(t, ok)
+	})
+	t.Run("newest bound, device first", func(t *testing.T) {
+		m := New(Config{})
+		a := mustBind(t, m, opt("::", 1, ra))
+		b := mustBind(t, m, opt("::", 1, ra))
+		require.NoError(t, m.Connect(b, ap("[::1]:5000"), netip.MustParseAddr("::1")))
+		require.NoError(t, m.Connect(a, ap("[::1]:5000"), netip.MustParseAddr("::1")))
+		got, _ := m.Lookup(ap("127.0.0.2:5000"), six, 1)
+		assert.Equal(t, b, got)
+		m = New(Config{})
+		a = mustBind(t, m, opt("::", 1, ra, dev(1)))
+		b = mustBind(t, m, opt("::", 1, ra))
+		require.NoError(t, m.Connect(a, ap("[::1]:5000"), netip.MustParseAddr("::1")))
+		require.NoError(t, m.Connect(b, ap("[::1]:5000"), netip.MustParseAddr("::1")))
+		got, _ = m.Lookup(ap("127.0.0.2:5000"), six, 1)
+		assert.Equal(t, a, got)
+	})
+	t.Run("reconnected to an IPv4 peer", func(t *testing.T) {
+		m := New(Config{})
+		g := ghost(t, m)
+		require.NoError(t, m.Connect(g, ap("127.0.0.2:5000"), netip.Addr{}))
+		assert.Equal(t, ap("[::1]:1"), m.Snapshot()[0].Local, "keeps its IPv6 address")
+		got, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
+		assert.True(t, ok)
+		assert.Equal(t, g, got)
+		_, ok = m.Lookup(ap("127.0.0.3:5000"), six, 0)
+		assert.False(t, ok)
+		_, ok = m.Lookup(ap("[::1]:5000"), ap("[::1]:1"), 0)
+		assert.False(t, ok)
+	})
+	t.Run("keeps the IPv4 peer through an IPv6 reconnect", func(t *testing.T) {
+		m := New(Config{})
+		g := ghost(t, m)
+		require.NoError(t, m.Connect(g, ap("127.0.0.3:2000"), netip.Addr{}))
+		require.NoError(t, m.Connect(g, ap("[::1]:1000"), netip.Addr{}))
+		_, ok := m.Lookup(ap("127.0.0.1:1000"), six, 0)
+		assert.False(t, ok)
+		got, ok := m.Lookup(ap("127.0.0.3:1000"), six, 0)
+		assert.True(t, ok)
+		assert.Equal(t, g, got)
+		_, ok = m.Lookup(ap("127.0.0.3:2000"), six, 0)
+		assert.False(t, ok)
+	})
+	t.Run("follows the peer's port", func(t *testing.T) {
+		m := New(Config{})
+		g := ghost(t, m)
+		require.NoError(t, m.Connect(g, ap("[::1]:6000"), netip.Addr{}))
+		got, ok := m.Lookup(ap("127.0.0.2:6000"), six, 0)
+		assert.True(t, ok)
+		assert.Equal(t, g, got)
+	})
+	t.Run("connected to IPv4 first, then IPv6", func(t *testing.T) {
+		m := New(Config{})
+		g := mustBind(t, m, opt("::", 1))
+		require.NoError(t, m.Connect(g, ap("127.0.0.2:5000"), netip.MustParseAddr("127.0.0.1")))
+		assert.ErrorIs(t, m.Connect(g, ap("[::1]:5000"), netip.Addr{}), syscall.EAFNOSUPPORT)
+	})
+}
+
+func TestLookupScoring(t *testing.T) {
+	m := New(Config{})
+	wild6 := mustBind(t, m, opt("::", 1, ra))
+	wild4 := mustBind(t, m, opt("0.0.0.0", 1, ra))
+	dev4 := mustBind(t, m, opt("0.0.0.0", 1, ra, dev(2)))
+	mapped := mustBind(t, m, opt("::ffff:127.0.0.1", 1, ra))
+	ll := mustBind(t, m, opt("fe80::1%2", 1, ra))
+	cases := []struct {
+		src, dst string
+		ifindex  int
+		want     int
+	}{
+		{"127.0.0.2:9", "127.0.0.1:1", 1, mapped},                 // exact tier beats wildcards
+		{"127.0.0.2:9", "127.0.0.5:1", 1, wild4},                  // IPv4 socket scores 2 against 1
+		{"127.0.0.2:9", "127.0.0.5:1", 2, dev4},                   // device +4
+		{"[::2]:9", "[::5]:1", 2, wild6},                          // IPv6 reaches only IPv6
+		{"[::2]:9", "[fe80::1]:1", 2, ll},                         // link-local on its interface
+		{"[::2]:9", "[fe80::1]:1", 1, wild6},                      // but not on another
+		{"[::ffff:127.0.0.2]:9", "[::ffff:127.0.0.5]:1", 2, dev4}, // v4-mapped is IPv4
+	}
+	for _, c := range cases {
+		got, ok := m.Lookup(ap(c.src), ap(c.dst), c.ifindex)
+		assert.True(t, ok, "%s -> %s", c.src, c.dst)
+		assert.Equal(t, c.want, got, "%s -> %s on %d", c.src, c.dst, c.ifindex)
+	}
+	_, ok := m.Lookup(ap("127.0.0.2:9"), ap("127.0.0.1:2"), 1)
+	assert.False(t, ok, "other port")
+	_, ok = m.Lookup(ap("[::2]:9"), ap("127.0.0.1:1"), 1)
+	assert.False(t, ok, "mixed families")
+	assert.Equal(t, []int{wild6, wild4, mapped}, m.Receivers(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 1))
+	assert.Equal(t, []int{wild6, wild4, dev4, mapped}, m.Receivers(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 2))
+	assert.Equal(t, []int{wild6, ll}, m.Receivers(ap("[::2]:9"), ap("[fe80::1]:1"), 2))
+}
+
+func TestMappedWildcardReachesIPv4Only(t *testing.T) {
+	m := New(Config{})
+	s := mustBind(t, m, opt("::ffff:0.0.0.0", 1))
+	got, ok := m.Lookup(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 0)
+	assert.True(t, ok)
+	assert.Equal(t, s, got)
+	_, ok = m.Lookup(ap("[::2]:9"), ap("[::1]:1"), 0)
+	assert.False(t, ok)
+}
+
+func TestReusePortGroup(t *testing.T) {
+	var calls []int
+	m := New(Config{ReusePortIndex: func(src, dst netip.AddrPort, n int) int {
+		calls = append(calls, n)
+		assert.True(t, src.Addr().Is4() && dst.Addr().Is4(), "index function gets unmapped addresses")
+		return int(src.Port()) % n
+	}})
+	g0 := mustBind(t, m, opt("127.0.0.1", 1, rp, ra))
+	mustBind(t, m, opt("127.0.0.1", 1, rp, owner(1), ra)) // other owner: its own group
+	g1 := mustBind(t, m, opt("127.0.0.1", 1, rp, ra))
+	conn := mustBind(t, m, opt("127.0.0.1", 1, rp, ra))
+	require.NoError(t, m.Connect(conn, ap("127.0.0.9:9"), netip.Addr{}))
+	g2 := mustBind(t, m, opt("127.0.0.1", 1, rp, ra))
+	for port, want := range []int{g0, g1, g2} {
+		calls = nil
+		got, ok := m.Lookup(netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.2"), uint16(port)), ap("127.0.0.1:1"), 0)
+		assert.True(t, ok)
+		assert.Equal(t, want, got, "member %d", port)
+		assert.Equal(t, []int{3}, calls, "group of three, connected and other-owner sockets excluded")
+	}
+	// The connected member gets its peer, whatever the group.
+	got, _ := m.Lookup(ap("127.0.0.9:9"), ap("127.0.0.1:1"), 0)
+	assert.Equal(t, conn, got)
+	assert.Len(t, m.Receivers(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 0), 4)
+}
+
+func TestCloseForgets(t *testing.T) {
+	m := New(Config{})
+	a := mustBind(t, m, opt("127.0.0.1", 1))
+	require.NoError(t, m.Close(a))
+	b := mustBind(t, m, opt("127.0.0.1", 1))
+	assert.NotEqual(t, a, b, "ids are not reused")
+	got, ok := m.Lookup(ap("127.0.0.2:9"), ap("127.0.0.1:1"), 0)
+	assert.True(t, ok)
+	assert.Equal(t, b, got)
+	assert.Equal(t, 1, m.Len())
+	assert.True(t, errors.Is(m.Close(a), syscall.EBADF))
+}
