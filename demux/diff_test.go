@@ -205,7 +205,7 @@ type diffConfig struct {
 }
 
 func diffConfigs() []diffConfig {
-	base := demux.Config{Slots: 256, PortLow: diffLow, PortHigh: diffHigh, ReservedPorts: []uint16{diffReserved}}
+	base := demux.Config{Slots: 256, PortLow: diffLow, PortHigh: diffHigh, ReservedPorts: []uint16{diffReserved}, CountPaths: true}
 	with := func(f func(*demux.Config)) demux.Config {
 		c := base
 		f(&c)

@@ -17,16 +17,16 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 	ok := q.Init(src, dst, ifindex)
 	var e *sock.Entry
 	if ok {
+		var p lookup.Path
 		switch t.strategy {
 		case OnePhase:
-			e = t.tabs.OnePhase(&q)
-			t.stats.lookup(lookup.Primary, &q)
+			e, p = t.tabs.OnePhase(&q), lookup.Primary
 		case TwoPhase:
-			e = t.tabs.TwoPhase(&q)
-			t.stats.lookup(lookup.Secondary, &q)
+			e, p = t.tabs.TwoPhase(&q), lookup.Secondary
 		default:
-			var p lookup.Path
 			e, p = t.tabs.Hybrid(&q)
+		}
+		if t.count {
 			t.stats.lookup(p, &q)
 		}
 	}
@@ -56,14 +56,17 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 	}
 	var buf [16]*sock.Entry
 	var rs []*sock.Entry
+	var p lookup.Path
 	switch t.strategy {
 	case OnePhase:
-		rs = t.tabs.MatchPrimary(&q, buf[:0])
+		rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Primary
 	case TwoPhase:
 		rs, _ = t.tabs.MatchSecondary(&q, buf[:0], -1)
+		p = lookup.Secondary
 	default:
-		var p lookup.Path
 		rs, p = t.tabs.MatchHybrid(&q, buf[:0])
+	}
+	if t.count {
 		t.stats.lookup(p, &q)
 	}
 	for _, e := range rs {

@@ -487,7 +487,7 @@ func TestKernelRow21Secondary(t *testing.T) {
 	}
 	// Lookups on the long chain take the secondary path under Hybrid and
 	// still find the exact socket, the wildcard one, and the tier order.
-	tbl, err := demux.New[int](demux.Config{})
+	tbl, err := demux.New[int](demux.Config{CountPaths: true})
 	require.NoError(t, err)
 	s := &rowTableSUT{tbl: tbl}
 	e := &rowEnv{t: t, s: s, table: tbl}

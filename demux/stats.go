@@ -6,7 +6,7 @@ type Stats struct {
 	Sockets    int        // sockets bound
 	Primary    ChainStats // the port table
 	Secondary  ChainStats // the (address, port) table
-	Lookups    PathCounts // unicast and multicast lookups, by path
+	Lookups    PathCounts // unicast and multicast lookups, by path, if Config.CountPaths
 	BindChecks PathCounts // explicit-port bind conflict checks, by path (Fallback counts as Primary)
 }
 
