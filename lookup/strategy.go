@@ -49,7 +49,18 @@ func (b *best) offer(e *sock.Entry, q *Query) {
 // its entries' nodes the chain links.
 func (b *best) scan(n *sock.Node, secondary bool, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
-		b.offer(sock.Of(n, secondary), q)
+		e := sock.Of(n, secondary)
+		// A secondary chain also holds entries of other addresses whose
+		// hash collides. V6 sits in the cache line of the secondary link,
+		// so they can be passed over without touching the entry's first
+		// line: a candidate's V6 is the datagram's key (an IPv4 address
+		// in mapped form), or a wildcard.
+		if secondary {
+			if v := e.V6; v != q.Key && v != sock.Wild4 && v != sock.Wild6 {
+				continue
+			}
+		}
+		b.offer(e, q)
 	}
 }
 
