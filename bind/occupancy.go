@@ -39,6 +39,10 @@ func (o *Occupancy) Users(p uint16) int { return int(o.count[p].users) }
 // Total returns the number of sockets counted over all ports.
 func (o *Occupancy) Total() int { return int(o.total.Load()) }
 
+// InUse reports whether p holds a socket, from the index, without a lock:
+// a hint that the caller confirms with Users under p's slot lock.
+func (o *Occupancy) InUse(p uint16) bool { return o.used[p>>6].Load()&(1<<(p&63)) != 0 }
+
 // Add counts e on its port. The caller holds the port's primary slot lock.
 func (o *Occupancy) Add(e *sock.Entry) { o.update(e, 1) }
 
