@@ -110,6 +110,7 @@ func prepareBind0Demux(e demux.Ephemeral, free map[uint16]bool) (*bind0Demux, er
 	return &bind0Demux{t: t, free: free}, nil
 }
 
+// Bench implements the fixture interface.
 func (f *bind0Demux) Bench() func(*testing.B) {
 	return func(b *testing.B) {
 		b.ReportAllocs()
@@ -151,6 +152,7 @@ func checkBind0(free map[uint16]bool, bind func() (uint16, error), unbind func(u
 	return nil
 }
 
+// Check implements the fixture interface.
 func (f *bind0Demux) Check() error {
 	var s *demux.Socket[int32]
 	err := checkBind0(f.free, func() (uint16, error) {
@@ -172,6 +174,7 @@ func (f *bind0Demux) Check() error {
 	return err
 }
 
+// Close implements the fixture interface.
 func (f *bind0Demux) Close() {}
 
 type bind0GVisor struct {
@@ -196,6 +199,7 @@ func prepareBind0GVisor(free map[uint16]bool) (*bind0GVisor, error) {
 	return &bind0GVisor{p: p, free: free}, nil
 }
 
+// Bench implements the fixture interface.
 func (f *bind0GVisor) Bench() func(*testing.B) {
 	return func(b *testing.B) {
 		b.ReportAllocs()
@@ -214,12 +218,14 @@ func (f *bind0GVisor) Bench() func(*testing.B) {
 	}
 }
 
+// Check implements the fixture interface.
 func (f *bind0GVisor) Check() error {
 	return checkBind0(f.free, func() (uint16, error) {
 		return f.p.Reserve(any4, 0, gvisor.Flags{})
 	}, func(p uint16) { f.p.Release(any4, p, gvisor.Flags{}) })
 }
 
+// Close implements the fixture interface.
 func (f *bind0GVisor) Close() { f.p.Close() }
 
 // ReproResult is the outcome of the seed thread's reproducer.

@@ -162,6 +162,7 @@ func buildDemux(sh *Shape, st demux.Strategy) (*demuxFixture, error) {
 // Table returns the fixture's table.
 func (f *demuxFixture) Table() *demux.Table[int32] { return f.t }
 
+// Bench implements the fixture interface.
 func (f *demuxFixture) Bench(i int) func(*testing.B) {
 	return LookupDemux(f.t, f.sets[i].D)
 }
@@ -184,6 +185,7 @@ func LookupDemux(t *demux.Table[int32], ds []Datagram) func(*testing.B) {
 	}
 }
 
+// Check implements the fixture interface.
 func (f *demuxFixture) Check(i, max int) error {
 	ds := f.sets[i].D
 	if max > 0 && max < len(ds) {
@@ -198,6 +200,7 @@ func (f *demuxFixture) Check(i, max int) error {
 	return nil
 }
 
+// Close implements the fixture interface.
 func (f *demuxFixture) Close() {}
 
 // gvisorFixture is a shape in gVisor's transport demuxer.
@@ -253,6 +256,7 @@ func buildGVisor(sh *Shape, reserve bool) (*gvisorFixture, error) {
 	return f, nil
 }
 
+// Bench implements the fixture interface.
 func (f *gvisorFixture) Bench(i int) func(*testing.B) {
 	return LookupGVisor(f.d, f.ids[i])
 }
@@ -275,6 +279,7 @@ func LookupGVisor(d *gvisor.Demux, ids []stack.TransportEndpointID) func(*testin
 	}
 }
 
+// Check implements the fixture interface.
 func (f *gvisorFixture) Check(i, max int) error {
 	ids := f.ids[i]
 	if max > 0 && max < len(ids) {
@@ -292,6 +297,7 @@ func (f *gvisorFixture) Check(i, max int) error {
 	return nil
 }
 
+// Close implements the fixture interface.
 func (f *gvisorFixture) Close() {
 	f.d.Close()
 	if f.p != nil {

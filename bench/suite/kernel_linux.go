@@ -169,6 +169,7 @@ func (f *bind0Kernel) Check() error {
 	})
 }
 
+// Close implements the fixture interface.
 func (f *bind0Kernel) Close() {}
 
 // KernelSocketClose returns the benchmark of socket() and close() alone,
