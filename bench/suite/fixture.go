@@ -332,6 +332,7 @@ func buildMap[K gomap.Key](sh *Shape, key func(*Sock) K) *mapFixture[K] {
 	return f
 }
 
+// Bench implements the fixture interface.
 func (f *mapFixture[K]) Bench(i int) func(*testing.B) {
 	return LookupMap(f.m, f.keys[i])
 }
@@ -352,6 +353,7 @@ func LookupMap[K gomap.Key](m *gomap.Map[K], keys []K) func(*testing.B) {
 	}
 }
 
+// Check implements the fixture interface.
 func (f *mapFixture[K]) Check(i, max int) error {
 	keys := f.keys[i]
 	if max > 0 && max < len(keys) {
@@ -365,4 +367,5 @@ func (f *mapFixture[K]) Check(i, max int) error {
 	return nil
 }
 
+// Close implements the fixture interface.
 func (f *mapFixture[K]) Close() {}
