@@ -52,7 +52,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	}
 	s.opts.Port = e.Port
 	e.Seq = t.seq.Add(1)
-	s.s.BindSeq = e.Seq
+	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
 	t.link(e, &g)
 	g.Unlock()
 	s.s.Cur.Store(e)

@@ -38,7 +38,9 @@ func (t *Tables) Ghost(q *Query) *sock.Entry {
 			}
 			s += 4
 		}
-		if s > b.score || (s == b.score && e.Seq > b.e.Seq) {
+		// Ties go to the socket bound last: Linux scans the port's
+		// primary chain, where a connect does not move a socket.
+		if s > b.score || (s == b.score && e.Sock.Bound > b.e.Sock.Bound) {
 			b.e, b.score = e, s
 		}
 	}

@@ -192,6 +192,10 @@ type Socket struct {
 	Cur    atomic.Pointer[Entry] // the published entry, or the last one once closed
 	Closed atomic.Bool
 
+	// Bound is the Seq of the socket's bind: its place in the port's
+	// primary chain, which no connect changes. Immutable once the socket
+	// is published.
+	Bound uint64
 	// BindSeq is the Seq of the socket's last bind or rehash. Guarded by
 	// the socket's primary slot lock.
 	BindSeq uint64
