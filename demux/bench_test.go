@@ -109,8 +109,7 @@ func BenchmarkLookup(b *testing.B) {
 			})
 		}
 		b.Run(fmt.Sprintf("%s-%d/map", sh.name, sh.n), func(b *testing.B) {
-			_, dsts := sh.build(b, demux.OnePhase, 1)
-			_, dsts = sh.build(b, demux.Hybrid, sh.n)
+			_, dsts := sh.build(b, demux.Hybrid, sh.n)
 			m := make(map[netip.AddrPort]int, len(dsts))
 			for i, d := range dsts {
 				m[d] = i
