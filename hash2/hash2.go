@@ -20,15 +20,10 @@ import (
 )
 
 // Slot is one secondary slot. Its chain is read without locks; writers hold
-// the slot's lock (Table.Lock).
-//
-// Seq is a sequence count for moves: a writer that moves an entry from one
-// secondary slot to another makes Seq of both slots odd for the duration of
-// the move and even again after, so that a lookup that searched this slot
-// and then another can tell that an entry may have crossed between them.
+// the slot's lock (Table.Lock). The chain's Seq counts the moves of entries
+// between secondary slots (see sock.SeqCount).
 type Slot struct {
-	Seq   seqCount
-	Chain sock.Chain // guarded by the slot's lock for writes
+	sock.Chain // guarded by the slot's lock for writes
 }
 
 // Table is the secondary table. Its size and seed never change.

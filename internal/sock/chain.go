@@ -11,6 +11,9 @@ import "sync/atomic"
 type Chain struct {
 	head  atomic.Pointer[Node]
 	count atomic.Int32
+	// Seq counts moves between secondary chains (primary chains do not
+	// use it). It fills what would be padding: a chain is 16 bytes.
+	Seq SeqCount
 }
 
 // First returns the first node, or nil.

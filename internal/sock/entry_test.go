@@ -76,3 +76,9 @@ func TestChain(t *testing.T) {
 	assert.Empty(t, order())
 	assert.Zero(t, c.Len())
 }
+
+// TestChainSize: a chain, and so a slot, is 16 bytes, so that the slot
+// arrays that lookups read stay dense.
+func TestChainSize(t *testing.T) {
+	assert.Equal(t, uintptr(16), unsafe.Sizeof(Chain{}))
+}

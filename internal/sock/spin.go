@@ -1,4 +1,4 @@
-package hash2
+package sock
 
 import "runtime"
 

@@ -1,0 +1,29 @@
+package sock
+
+import "sync/atomic"
+
+// SeqCount is a sequence counter: odd while a move is under way. A writer
+// that moves an entry from one secondary chain to another makes the count
+// of both chains odd for the duration of the move and even again after, so
+// that a lookup that searched one chain and then another can tell that an
+// entry may have crossed between them.
+type SeqCount struct{ v atomic.Uint32 }
+
+// Begin marks the start of a move. The caller holds the slot lock.
+func (s *SeqCount) Begin() { s.v.Add(1) }
+
+// End marks the end of a move. The caller holds the slot lock.
+func (s *SeqCount) End() { s.v.Add(1) }
+
+// Read returns the count, waiting out a move in progress.
+func (s *SeqCount) Read() uint32 {
+	for {
+		if v := s.v.Load(); v&1 == 0 {
+			return v
+		}
+		spin()
+	}
+}
+
+// Changed reports whether the count differs from v, a value Read returned.
+func (s *SeqCount) Changed(v uint32) bool { return s.v.Load() != v }
