@@ -39,15 +39,9 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 	remaining := int(x.Range.High-x.Range.Low) + 1
 	for range sampleTries {
 		p := x.Range.Low + uint16(x.Rand.IntN(remaining))
-		if !x.Range.Allowed(p) || x.Occ.InUse(p) {
-			continue
-		}
-		x.H1.LockPort(g, p)
-		if x.Occ.Users(p) == 0 {
-			n.Port = p
+		if x.Range.Allowed(p) && !x.Occ.InUse(p) && x.take(p, n, g) {
 			return true
 		}
-		g.Unlock()
 	}
 	for range indexTries {
 		free, unblocked := x.Occ.census(x.Range, n)
@@ -57,18 +51,24 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 			}
 			break
 		}
-		p, ok := x.Occ.kthFree(x.Range, x.Rand.IntN(free))
-		if !ok {
-			continue
-		}
-		x.H1.LockPort(g, p)
-		if x.Occ.Users(p) == 0 {
-			n.Port = p
+		if p, ok := x.Occ.kthFree(x.Range, x.Rand.IntN(free)); ok && x.take(p, n, g) {
 			return true
 		}
-		g.Unlock()
 	}
 	return x.Bitmap(n, g)
+}
+
+// take locks p's primary slot and gives p to n if no socket holds it yet;
+// the index said it was free, but a concurrent bind may have taken it
+// since. On failure g holds nothing.
+func (x *Ephemeral) take(p uint16, n *sock.Entry, g *lockorder.Guard) bool {
+	x.H1.LockPort(g, p)
+	if x.Occ.Users(p) == 0 {
+		n.Port = p
+		return true
+	}
+	g.Unlock()
+	return false
 }
 
 // Bitmap is Linux's search (udp_lib_get_port since 2.6.30): from a random
