@@ -73,3 +73,29 @@ func ExampleTable_LookupMulticast() {
 	// a
 	// b
 }
+
+func ExampleNew_badConfig() {
+	_, err := demux.New[int](demux.Config{Slots: 1000})
+	fmt.Println(errors.Is(err, syscall.EINVAL))
+	// Output: true
+}
+
+func ExampleTable_Stats() {
+	t, _ := demux.New[int](demux.Config{Slots: 256, CountPaths: true})
+	for i := range 20 {
+		t.Bind(demux.Options{Addr: netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), Port: 53}, i)
+	}
+	// 20 sockets on one port: the hybrid rule searches the secondary table.
+	t.Lookup(netip.MustParseAddrPort("192.0.2.1:9"), netip.MustParseAddrPort("10.0.0.7:53"), 1)
+	st := t.Stats()
+	fmt.Println(st.Sockets, st.Primary.Longest, st.Lookups.Secondary)
+	// Output: 20 20 1
+}
+
+func ExampleTable_Verify() {
+	t, _ := demux.New[int](demux.Config{})
+	s, _ := t.Bind(demux.Options{Addr: netip.MustParseAddr("::"), Port: 443, ReusePort: true}, 1)
+	t.Close(s)
+	fmt.Println(t.Verify(), t.Len())
+	// Output: <nil> 0
+}
