@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/udpdemux/udpdemux/demux"
@@ -131,5 +132,39 @@ func BenchmarkVerify(b *testing.B) {
 		if err := t.Verify(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLookupParallel measures lookups from several goroutines (run
+// with -cpu 1,2) with path counting off and on: a shared counter written on
+// every lookup is what Config.CountPaths costs.
+func BenchmarkLookupParallel(b *testing.B) {
+	for _, count := range []bool{false, true} {
+		b.Run(fmt.Sprintf("count-%v", count), func(b *testing.B) {
+			t, err := demux.New[int](demux.Config{Slots: 65536, CountPaths: count})
+			if err != nil {
+				b.Fatal(err)
+			}
+			dsts := make([]netip.AddrPort, 4096)
+			for i := range dsts {
+				dsts[i] = netip.AddrPortFrom(addrN(i), 53)
+				if _, err := t.Bind(demux.Options{Addr: addrN(i), Port: 53}, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(dsts), func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+			src := netip.MustParseAddrPort("192.0.2.1:40000")
+			var next atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				i := int(next.Add(7919))
+				for pb.Next() {
+					if s, _ := t.Lookup(src, dsts[i%len(dsts)], 1); s == nil {
+						b.Error("no socket")
+						return
+					}
+					i++
+				}
+			})
+		})
 	}
 }

@@ -27,7 +27,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 			e, p = t.tabs.Hybrid(&q)
 		}
 		if t.count {
-			t.stats.lookup(p, &q)
+			t.stats.lookup(p)
 		}
 	}
 	if e == nil && ok && lookup.MayGhost(&q) {
@@ -67,7 +67,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		rs, p = t.tabs.MatchHybrid(&q, buf[:0])
 	}
 	if t.count {
-		t.stats.lookup(p, &q)
+		t.stats.lookup(p)
 	}
 	for _, e := range rs {
 		if !yield(handle[V](e), e.Value.(V)) {
