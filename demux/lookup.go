@@ -14,9 +14,8 @@ import (
 // It takes no lock and does not allocate.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
-	ok := q.Init(src, dst, ifindex)
 	var e *sock.Entry
-	if ok {
+	if q.Init(src, dst, ifindex) {
 		var p lookup.Path
 		switch t.strategy {
 		case OnePhase:
@@ -29,9 +28,9 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		if t.count {
 			t.stats.lookup(p)
 		}
-	}
-	if e == nil && ok && lookup.MayGhost(&q) {
-		e = t.tabs.Ghost(&q)
+		if e == nil && lookup.MayGhost(&q) {
+			e = t.tabs.Ghost(&q)
+		}
 	}
 	if e == nil {
 		var zero V

@@ -84,7 +84,7 @@ func setLocal(e *sock.Entry, l ipv6.Local) {
 // localOf returns e's local side.
 func localOf(e *sock.Entry) ipv6.Local {
 	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
-	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6, Key: e.Key()}
+	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
 }
 
 // link publishes a new entry e in both tables. g holds e's primary slot.

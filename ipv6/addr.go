@@ -19,7 +19,6 @@ type Local struct {
 	Flags  uint8 // Is6, V6Only, HasV4, HasV6 bits of sock
 	V4     uint32
 	V6     sock.Addr16
-	Key    sock.Addr16
 	Device int // the interface a link-local address names (0: none)
 }
 
@@ -105,13 +104,15 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		l.V6 = sock.From16(a)
 		l.V4 = Placeholder4
 	}
-	l.Key = sock.KeyOf(l.Flags, l.V4, l.V6)
 	return l, nil
 }
 
 // IsWild reports whether the local side is a wildcard address ("0.0.0.0",
 // "::" or "::ffff:0.0.0.0").
-func (l Local) IsWild() bool { return l.Key == sock.Wild4 }
+func (l Local) IsWild() bool { return l.Key() == sock.Wild4 }
+
+// Key returns the secondary-table key of the local side (sock.KeyOf).
+func (l Local) Key() sock.Addr16 { return sock.KeyOf(l.Flags, l.V4, l.V6) }
 
 func v4(a netip.Addr) uint32 {
 	b := a.As4()

@@ -115,6 +115,5 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		n.V4 = Placeholder4
 		n.Flags &^= sock.HasV4
 	}
-	n.Key = sock.KeyOf(n.Flags, n.V4, n.V6)
 	return n, p, nil
 }

@@ -49,4 +49,4 @@ func (t *Tables) Ghost(q *Query) *sock.Entry {
 
 // MayGhost reports whether a datagram that found no receiver should be
 // offered to Ghost.
-func MayGhost(q *Query) bool { return q.Is4 && q.D4 == ipv6.Placeholder4 }
+func MayGhost(q *Query) bool { return q.Is4 && q.Key.V4() == ipv6.Placeholder4 }

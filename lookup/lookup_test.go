@@ -78,7 +78,7 @@ func TestInitRejects(t *testing.T) {
 	// A v4-mapped destination is an IPv4 datagram.
 	require.True(t, q.Init(netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("[::ffff:127.0.0.1]:53"), 0))
 	assert.True(t, q.Is4)
-	assert.Equal(t, uint32(127<<24|1), q.D4)
+	assert.Equal(t, uint32(127<<24|1), q.Key.V4())
 }
 
 // TestFlowHashSpreads: the member choice is stable per flow and uses

@@ -10,8 +10,7 @@ import (
 // source or destination stands for the IPv4 datagram it maps.
 type Query struct {
 	Is4     bool
-	D4      uint32      // destination, when Is4
-	Key     sock.Addr16 // destination in 16-byte (secondary key) form
+	Key     sock.Addr16 // destination in 16-byte (secondary key) form; Key.V4() when Is4
 	Src     sock.Addr16 // source in 16-byte form, IPv4 mapped
 	SrcPort uint16
 	DstPort uint16
@@ -35,8 +34,7 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 		return false
 	}
 	if q.Is4 {
-		q.D4 = q.Key.V4()
-		return q.D4 != 0 && q.DstPort != 0
+		return q.Key.V4() != 0 && q.DstPort != 0
 	}
 	return q.Key != sock.Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
 }
@@ -60,7 +58,7 @@ func Score(e *sock.Entry, q *Query) int {
 		if e.Flags&sock.HasV4 == 0 {
 			return -1
 		}
-		if e.V4 == q.D4 {
+		if e.V4 == q.Key.V4() {
 			s = exactTier
 		} else if e.V4 != 0 {
 			return -1
