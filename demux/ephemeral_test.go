@@ -161,7 +161,6 @@ func TestEphemeralRules(t *testing.T) {
 			s, err := tab.Bind(demux.Options{Addr: any6, V6Only: true}, 0)
 			require.NoError(t, err)
 			assert.True(t, seen[s.LocalAddr().Port()])
-			// SO_REUSEADDR sockets share ports with each other only.
 			require.NoError(t, tab.Verify())
 		})
 	}
