@@ -390,12 +390,7 @@ func Reproduce(t Bind0Target, g, free int, d time.Duration, seed uint64) (ReproR
 			closes.Add(nc)
 		}()
 	}
-	t0 := time.Now()
-	close(start)
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	res.Elapsed = time.Since(t0)
+	res.Elapsed = runFor(d, start, &stop, &wg)
 	res.Binds, res.Fails, res.Closes = binds.Load(), fails.Load(), closes.Load()
 	live := 0
 	for i := range slots {

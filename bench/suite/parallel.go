@@ -125,12 +125,7 @@ func runParallel(n, g int, d time.Duration, w Writer, look func(from, count int)
 			wops.Store(ops)
 		}()
 	}
-	t0 := time.Now()
-	close(start)
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	res.Elapsed = time.Since(t0)
+	res.Elapsed = runFor(d, start, &stop, &wg)
 	res.Lookups, res.Wrong, res.WriterOps = lookups.Load(), wrong.Load(), wops.Load()
 	return res, werr
 }
@@ -286,3 +281,14 @@ var (
 	_ looker     = (*gvisorFixture)(nil)
 	_ looker     = (*mapFixture[gomap.Tuple])(nil)
 )
+
+// runFor releases the goroutines waiting on start, lets them run for d,
+// tells them to stop, waits for them, and returns how long they ran.
+func runFor(d time.Duration, start chan struct{}, stop *atomic.Bool, wg *sync.WaitGroup) time.Duration {
+	t0 := time.Now()
+	close(start)
+	time.Sleep(d)
+	stop.Store(true)
+	wg.Wait()
+	return time.Since(t0)
+}
