@@ -24,7 +24,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s, Value: v}
+	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -53,9 +53,11 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	s.opts.Port = e.Port
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
+	// The handle is complete before the entry is published: a lookup may
+	// return it the moment it is linked.
+	s.s.Cur.Store(e)
 	t.link(e, &g)
 	g.Unlock()
-	s.s.Cur.Store(e)
 	t.n.Add(1)
 	return s, nil
 }
@@ -141,7 +143,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	e := &sock.Entry{
 		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
-		Seq: old.Seq, Sock: old.Sock, Value: old.Value, Peer4: old.Peer4,
+		Seq: old.Seq, Sock: old.Sock, Peer4: old.Peer4,
 		Remote: peer.Addr, RemotePort: peer.Port,
 	}
 	setLocal(e, l)
@@ -152,6 +154,8 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 		e.Peer4 = e.Remote.V4()
 	}
 	t.order(e, old)
+	// As in Bind: a lookup that finds the new entry sees it as current.
+	s.s.Cur.Store(e)
 	t.rehash(old, e, &g)
 	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
@@ -159,7 +163,6 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	}
 	t.occ.Remove(old)
 	t.occ.Add(e)
-	s.s.Cur.Store(e)
 	return nil
 }
 
