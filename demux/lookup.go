@@ -36,7 +36,8 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		var zero V
 		return nil, zero
 	}
-	return handle[V](e), e.Value.(V)
+	h := handle[V](e)
+	return h, h.val
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -46,11 +47,10 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 // device (if any) is ifindex. Group membership is the caller's business: it
 // should filter the sockets by the groups they joined. Each socket is
 // yielded once, from a consistent view of the table. It takes no lock and,
-// for up to 16 receivers, does not allocate.
+// for up to 16 receivers, does not allocate. A nil yield makes it a no-op.
 func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield func(*Socket[V], V) bool) {
 	var q lookup.Query
-	ok := q.Init(src, dst, ifindex)
-	if !ok {
+	if yield == nil || !q.Init(src, dst, ifindex) {
 		return
 	}
 	var buf [16]*sock.Entry
@@ -69,7 +69,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p)
 	}
 	for _, e := range rs {
-		if !yield(handle[V](e), e.Value.(V)) {
+		if h := handle[V](e); !yield(h, h.val) {
 			return
 		}
 	}

@@ -9,12 +9,14 @@ import (
 // Socket is a bound socket, the handle that Bind returns and Lookup finds.
 // It stays valid after Close, which makes it inert: its methods still
 // report its last addresses, and table operations on it fail with EBADF.
-// Its methods are safe for concurrent use.
+// Its methods are safe for concurrent use. The zero Socket belongs to no
+// table: it reports zero addresses and table operations on it fail with
+// EBADF.
 type Socket[V any] struct {
 	s    sock.Socket
+	val  V // next to s, which a lookup's entry points at
 	t    *Table[V]
 	opts Options // as bound, with the port chosen; immutable
-	val  V
 }
 
 // Value returns the value attached to the socket at Bind.
@@ -26,7 +28,9 @@ func (s *Socket[V]) Value() V { return s.val }
 // device.
 func (s *Socket[V]) Options() Options {
 	o := s.opts
-	o.Device = int(s.s.Cur.Load().Device)
+	if e := s.s.Cur.Load(); e != nil {
+		o.Device = int(e.Device)
+	}
 	return o
 }
 
@@ -34,15 +38,26 @@ func (s *Socket[V]) Options() Options {
 // wildcard address reports the source address it took when it connected.
 func (s *Socket[V]) LocalAddr() netip.AddrPort {
 	e := s.s.Cur.Load()
+	if e == nil {
+		return netip.AddrPort{}
+	}
 	return netip.AddrPortFrom(e.LocalAddr(), e.Port)
 }
 
 // RemoteAddr returns the peer's address, or the zero AddrPort if the
 // socket is not connected.
-func (s *Socket[V]) RemoteAddr() netip.AddrPort { return s.s.Cur.Load().Peer() }
+func (s *Socket[V]) RemoteAddr() netip.AddrPort {
+	if e := s.s.Cur.Load(); e != nil {
+		return e.Peer()
+	}
+	return netip.AddrPort{}
+}
 
 // Closed reports whether the socket was closed.
 func (s *Socket[V]) Closed() bool { return s.s.Closed.Load() }
 
 // Connected reports whether the socket has a peer.
-func (s *Socket[V]) Connected() bool { return s.s.Cur.Load().Has(sock.Connected) }
+func (s *Socket[V]) Connected() bool {
+	e := s.s.Cur.Load()
+	return e != nil && e.Has(sock.Connected)
+}

@@ -73,9 +73,11 @@ type Node struct {
 // Entry is one published state of a bound socket. Every field but the
 // nodes' links is immutable after the Entry is linked into a chain.
 //
-// Entries are 128 bytes, two cache lines. The first holds all that a
-// primary-chain lookup of an unconnected socket reads, the value it returns
-// included; the second holds the secondary link and the rest.
+// Entries are 112 bytes. The first cache line holds all that a
+// primary-chain lookup of an unconnected socket reads; the second starts
+// with the secondary link, beside the addresses that a secondary scan
+// compares first. The value the owner attached lives in the public handle,
+// typed, so that no lookup needs a type assertion.
 type Entry struct {
 	N1 Node // link in the primary (port) chain
 
@@ -89,19 +91,10 @@ type Entry struct {
 	// connected to an IPv6 peer.
 	V4 uint32
 
-	// Value is the value the socket's owner attached to it.
-	Value any
 	// Sock is the socket this entry is a state of.
 	Sock *Socket
 	// Group is the SO_REUSEPORT group of an unconnected ReusePort entry.
 	Group *Group
-
-	N2 Node // link in the secondary (address, port) chain
-
-	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
-	// IPv4 socket, V4 in mapped form.
-	V6     Addr16
-	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
 	// Seq orders entries for ties: larger is more recently bound (or
 	// rehashed by a connect). For a Hash4 entry it is the order of the
 	// socket's first connect instead, which is how Linux orders its 4-tuple
@@ -112,6 +105,13 @@ type Entry struct {
 	// leaves in place. Only Ghost reads it.
 	Peer4 uint32
 	Owner uint32 // the uid stand-in for ReusePort
+
+	N2 Node // link in the secondary (address, port) chain
+
+	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
+	// IPv4 socket, V4 in mapped form.
+	V6     Addr16
+	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
 }
 
 // offN2 is the offset of N2 in an Entry.

@@ -13,18 +13,21 @@ import (
 // what a primary-chain lookup reads must stay in the first 64 bytes.
 func TestLayout(t *testing.T) {
 	var e Entry
-	assert.Equal(t, uintptr(128), unsafe.Sizeof(e))
+	assert.Equal(t, uintptr(112), unsafe.Sizeof(e))
 	for name, end := range map[string]uintptr{
 		"N1":     unsafe.Offsetof(e.N1) + unsafe.Sizeof(e.N1),
 		"Port":   unsafe.Offsetof(e.Port) + unsafe.Sizeof(e.Port),
 		"V4":     unsafe.Offsetof(e.V4) + unsafe.Sizeof(e.V4),
 		"Device": unsafe.Offsetof(e.Device) + unsafe.Sizeof(e.Device),
-		"Value":  unsafe.Offsetof(e.Value) + unsafe.Sizeof(e.Value),
 		"Sock":   unsafe.Offsetof(e.Sock) + unsafe.Sizeof(e.Sock),
 		"Group":  unsafe.Offsetof(e.Group) + unsafe.Sizeof(e.Group),
+		"Seq":    unsafe.Offsetof(e.Seq) + unsafe.Sizeof(e.Seq),
 	} {
 		assert.LessOrEqual(t, end, uintptr(64), name)
 	}
+	// A secondary scan reads the link and V6 together.
+	assert.GreaterOrEqual(t, unsafe.Offsetof(e.N2), uintptr(64))
+	assert.LessOrEqual(t, unsafe.Offsetof(e.V6)+unsafe.Sizeof(e.V6), uintptr(128))
 }
 
 func TestOf(t *testing.T) {
