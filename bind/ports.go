@@ -82,14 +82,24 @@ func (r *Rand) Uint64() uint64 {
 // Uint32 returns a random 32-bit value.
 func (r *Rand) Uint32() uint32 { return uint32(r.Uint64() >> 32) }
 
-// IntN returns a uniform value in [0, n), n > 0, without modulo bias.
+// rejectTries bounds IntN's rejection loop. A working source is rejected
+// with probability below n/2^64 per draw, so only a broken one (a constant,
+// say) reaches the bound; IntN then keeps the last draw's slightly biased
+// value rather than spin forever.
+const rejectTries = 16
+
+// IntN returns a value in [0, n), n > 0: uniform, without modulo bias, for
+// any source that is not broken, and in range whatever the source returns.
 func (r *Rand) IntN(n int) int {
 	// Lemire's multiply-and-reject.
 	un := uint64(n)
-	for {
-		hi, lo := bits.Mul64(r.Uint64(), un)
+	var hi uint64
+	for range rejectTries {
+		var lo uint64
+		hi, lo = bits.Mul64(r.Uint64(), un)
 		if lo >= un || lo >= -un%un {
-			return int(hi)
+			break
 		}
 	}
+	return int(hi)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
+	"reflect"
 	"sync/atomic"
 	"syscall"
 
@@ -37,7 +38,9 @@ type Config struct {
 	ReservedPorts []uint16
 	// Rand is the random source for ephemeral ports and the hash seeds;
 	// nil means a ChaCha8 generator seeded from crypto/rand. The Table
-	// serializes its calls to it.
+	// serializes its calls to it. A typed nil is EINVAL. A source that is
+	// not random (a constant, in tests) never makes bind(0) hang, but
+	// makes its choices and the hash seeds predictable.
 	Rand mrand.Source
 	// ZoneIndex maps an IPv6 zone to an interface index; nil accepts
 	// decimal indexes only ("fe80::1%2" is interface 2).
@@ -93,6 +96,9 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, fmt.Errorf("demux: %w", err)
 	}
 	rng := cfg.Rand
+	if rng != nil && isNil(rng) {
+		return nil, fmt.Errorf("demux: Rand is a nil %T: %w", rng, syscall.EINVAL)
+	}
 	if rng == nil {
 		var seed [32]byte
 		if _, err := rand.Read(seed[:]); err != nil {
@@ -127,6 +133,16 @@ func New[V any](cfg Config) (*Table[V], error) {
 	}
 	t.eph = bind.Ephemeral{Checker: t.check, Range: r, Occ: &t.occ, Rand: rnd}
 	return t, nil
+}
+
+// isNil reports whether src is an interface holding a nil pointer, map,
+// func or channel: a typed nil, whose methods would panic.
+func isNil(src mrand.Source) bool {
+	switch v := reflect.ValueOf(src); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Len returns the number of bound sockets.
