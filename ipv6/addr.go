@@ -3,6 +3,7 @@ package ipv6
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"strconv"
 	"syscall"
@@ -19,7 +20,7 @@ type Local struct {
 	Flags  uint8 // Is6, V6Only, HasV4, HasV6 bits of sock
 	V4     uint32
 	V6     sock.Addr16
-	Device int // the interface a link-local address names (0: none)
+	Device int // the interface a link-local address is scoped to (0: none)
 }
 
 // ZoneIndex turns an address zone into an interface index. The default,
@@ -33,6 +34,55 @@ func NumericZone(zone string) (int, error) {
 		return 0, fmt.Errorf("zone %q is not an interface index: %w", zone, syscall.EINVAL)
 	}
 	return int(n), nil
+}
+
+// resolveZone returns the interface index zone names through zi (nil:
+// NumericZone). An index that is not a positive int32 is EINVAL: a larger
+// one would alias another interface once stored.
+func resolveZone(zi ZoneIndex, zone string) (int, error) {
+	if zi == nil {
+		zi = NumericZone
+	}
+	idx, err := zi(zone)
+	if err != nil {
+		if !errors.Is(err, syscall.EINVAL) {
+			err = fmt.Errorf("%w: %w", err, syscall.EINVAL)
+		}
+		return 0, err
+	}
+	if idx <= 0 || idx > math.MaxInt32 {
+		return 0, fmt.Errorf("zone %q names interface %d: %w", zone, idx, syscall.EINVAL)
+	}
+	return idx, nil
+}
+
+// scopeOf returns the interface that address a names: its zone's index,
+// or dev for an address that needs an interface and has no zone; 0 for an
+// address that needs none. It fails with EINVAL for a zone on an address
+// that takes none, a zone that names an interface other than dev (when dev
+// is not 0), and an address that needs an interface and has none.
+func scopeOf(a netip.Addr, dev int, zi ZoneIndex) (int, error) {
+	zone := a.Zone()
+	if !NeedsScope(a) {
+		if zone != "" {
+			return 0, fmt.Errorf("zone on %v, which is not link-local: %w", a, syscall.EINVAL)
+		}
+		return 0, nil
+	}
+	if zone == "" {
+		if dev == 0 {
+			return 0, fmt.Errorf("link-local %v needs an interface (a zone or a device): %w", a, syscall.EINVAL)
+		}
+		return dev, nil
+	}
+	idx, err := resolveZone(zi, zone)
+	if err != nil {
+		return 0, err
+	}
+	if dev != 0 && dev != idx {
+		return 0, fmt.Errorf("zone %q (interface %d) but device %d: %w", zone, idx, dev, syscall.EINVAL)
+	}
+	return idx, nil
 }
 
 // NeedsScope reports whether a needs an interface to be meaningful:
@@ -50,30 +100,11 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		return Local{}, fmt.Errorf("invalid local address: %w", syscall.EINVAL)
 	}
 	var l Local
-	if zone := a.Zone(); zone != "" {
-		if !NeedsScope(a) {
-			return Local{}, fmt.Errorf("zone on %v, which is not link-local: %w", a, syscall.EINVAL)
-		}
-		if zi == nil {
-			zi = NumericZone
-		}
-		idx, err := zi(zone)
-		if err != nil {
-			if !errors.Is(err, syscall.EINVAL) {
-				err = fmt.Errorf("%w: %w", err, syscall.EINVAL)
-			}
-			return Local{}, err
-		}
-		if idx <= 0 {
-			return Local{}, fmt.Errorf("zone %q names interface %d: %w", zone, idx, syscall.EINVAL)
-		}
-		if device != 0 && device != idx {
-			return Local{}, fmt.Errorf("zone %q (interface %d) but device %d: %w", zone, idx, device, syscall.EINVAL)
-		}
-		l.Device = idx
-	} else if NeedsScope(a) && device == 0 {
-		return Local{}, fmt.Errorf("link-local %v needs an interface (a zone or a device): %w", a, syscall.EINVAL)
+	idx, err := scopeOf(a, device, zi)
+	if err != nil {
+		return Local{}, err
 	}
+	l.Device = idx
 	a = a.WithZone("")
 	switch {
 	case a.Is4():

@@ -43,29 +43,11 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	case is6 && v4peer && l.Flags&sock.V6Only != 0:
 		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
 	}
-	if zone := pa.Zone(); zone != "" || NeedsScope(pa) {
-		if !NeedsScope(pa) {
-			return l, Peer{}, fmt.Errorf("zone on %v, which is not link-local: %w", pa, syscall.EINVAL)
-		}
-		idx := dev
-		if zone != "" {
-			if zi == nil {
-				zi = NumericZone
-			}
-			z, err := zi(zone)
-			if err != nil || z <= 0 {
-				return l, Peer{}, fmt.Errorf("zone %q: %w", zone, syscall.EINVAL)
-			}
-			if dev != 0 && dev != z {
-				return l, Peer{}, fmt.Errorf("zone %q (interface %d) but device %d: %w", zone, z, dev, syscall.EINVAL)
-			}
-			idx = z
-		}
-		if idx == 0 {
-			return l, Peer{}, fmt.Errorf("link-local peer %v needs an interface: %w", pa, syscall.EINVAL)
-		}
-		p.Device = idx
+	pdev, err := scopeOf(pa, dev, zi)
+	if err != nil {
+		return l, Peer{}, err
 	}
+	p.Device = pdev
 	// Linux checks the link-local peer's interface before this.
 	if is6 && !v4peer && l.V6.IsMapped() {
 		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
@@ -77,8 +59,20 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	}
 	p.AP = netip.AddrPortFrom(pa, peer.Port())
 
+	if src.IsValid() {
+		// The source's zone, if any, must name the socket's interface,
+		// and a link-local source binds it as a link-local peer does.
+		sdev, err := scopeOf(src, max(dev, p.Device), zi)
+		if err != nil {
+			return l, Peer{}, err
+		}
+		if sdev != 0 {
+			p.Device = sdev
+		}
+		src = src.WithZone("")
+	}
 	if !l.IsWild() {
-		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.WithZone("").Unmap() != bound.Unmap() {
+		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
 			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}
 		n := l
@@ -94,10 +88,13 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		}
 		return n, p, nil
 	}
-	if !src.IsValid() || src.IsUnspecified() || (src.Is4In6() && src.Unmap().IsUnspecified()) {
+	if !src.IsValid() || src.Unmap().IsUnspecified() {
 		return l, Peer{}, fmt.Errorf("a wildcard socket needs the local source address routing chose: %w", syscall.EINVAL)
 	}
-	src = src.WithZone("")
+	// Routing never chooses a multicast or broadcast source.
+	if u := src.Unmap(); u.IsMulticast() || u == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
+		return l, Peer{}, fmt.Errorf("source %v is not a unicast address: %w", src, syscall.EINVAL)
+	}
 	n := l
 	switch {
 	case v4peer:

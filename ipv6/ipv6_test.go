@@ -71,7 +71,7 @@ func TestBindErrors(t *testing.T) {
 	// A link-local address with a device, or a zone equal to it, is fine.
 	l, err := Bind(netip.MustParseAddr("fe80::1"), false, 4, nil)
 	require.NoError(t, err)
-	assert.Zero(t, l.Device)
+	assert.Equal(t, 4, l.Device)
 	l, err = Bind(netip.MustParseAddr("fe80::1%4"), false, 4, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4, l.Device)

@@ -1,6 +1,7 @@
 package lookup
 
 import (
+	"math"
 	"net/netip"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -17,6 +18,11 @@ type Query struct {
 	Ifindex int32
 }
 
+// NoDevice is the Ifindex of a datagram whose interface index does not fit
+// an int32: no socket is bound to it, and a truncated index must not alias
+// another interface.
+const NoDevice int32 = -1
+
 // Init prepares the lookup of a datagram from src to dst that arrived on
 // interface ifindex. It reports false when the datagram cannot be delivered
 // to any socket: dst is invalid or unspecified or has port 0, or src is
@@ -27,7 +33,10 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	q.Key = sock.From16(dst.Addr())
 	q.Src = sock.From16(src.Addr())
 	q.SrcPort = src.Port()
-	q.Ifindex = int32(ifindex)
+	q.Ifindex = NoDevice
+	if ifindex >= 0 && ifindex <= math.MaxInt32 {
+		q.Ifindex = int32(ifindex)
+	}
 	q.Is4 = q.Key.IsMapped()
 	if q.Is4 != q.Src.IsMapped() || !src.Addr().IsValid() {
 		// No datagram has a source of the other family, or none.
