@@ -3,6 +3,7 @@ package demux_test
 import (
 	"errors"
 	"net/netip"
+	"strconv"
 	"syscall"
 	"testing"
 
@@ -35,11 +36,29 @@ func TestBadConfig(t *testing.T) {
 	}
 }
 
+// bigZones maps zones to interface indexes that do not fit an int32, and
+// decimal zones to themselves.
+func bigZones(zone string) (int, error) {
+	switch zone {
+	case "big":
+		return 1<<32 + 3, nil
+	case "half":
+		return 1 << 31, nil
+	case "neg":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(zone)
+	if err != nil {
+		return 0, syscall.EINVAL
+	}
+	return n, nil
+}
+
 // TestBadInput lists the malformed calls the API can receive and the
 // error each gets; none panics, and none changes the table.
 func TestBadInput(t *testing.T) {
 	mk := func(t *testing.T) (*demux.Table[int], *demux.Socket[int], *demux.Socket[int], *demux.Socket[int]) {
-		tab, err := demux.New[int](demux.Config{Slots: 256, PortLow: 50000, PortHigh: 50001})
+		tab, err := demux.New[int](demux.Config{Slots: 256, PortLow: 50000, PortHigh: 50001, ZoneIndex: bigZones})
 		require.NoError(t, err)
 		wild, err := tab.Bind(demux.Options{Addr: any4, Port: 53}, 1)
 		require.NoError(t, err)
@@ -139,6 +158,43 @@ func TestBadInput(t *testing.T) {
 		{"connect with a source that is not the bound address", func(tab *demux.Table[int], _, v6, _ *demux.Socket[int]) error {
 			return tab.Connect(v6, netip.MustParseAddrPort("[::1]:9"), netip.MustParseAddr("::2"))
 		}, syscall.EINVAL},
+		{"bind zone naming interface 2^32+3", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			_, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("fe80::1%big"), Port: 1}, 0)
+			return err
+		}, syscall.EINVAL},
+		{"bind zone naming interface 2^31", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			_, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("fe80::1%half"), Port: 1}, 0)
+			return err
+		}, syscall.EINVAL},
+		{"bind zone naming interface -1", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			_, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("fe80::1%neg"), Port: 1}, 0)
+			return err
+		}, syscall.EINVAL},
+		{"bind device 2^31", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			_, err := tab.Bind(demux.Options{Addr: lo4, Port: 1, Device: 1 << 31}, 0)
+			return err
+		}, syscall.EINVAL},
+		{"connect to a peer whose zone names interface 2^32+3", func(tab *demux.Table[int], _, v6, _ *demux.Socket[int]) error {
+			return tab.Connect(v6, netip.MustParseAddrPort("[fe80::9%big]:9"), netip.Addr{})
+		}, syscall.EINVAL},
+		{"connect wildcard with a multicast source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
+			return tab.Connect(wild, peer, netip.MustParseAddr("224.0.0.1"))
+		}, syscall.EINVAL},
+		{"connect wildcard with the broadcast source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
+			return tab.Connect(wild, peer, netip.MustParseAddr("255.255.255.255"))
+		}, syscall.EINVAL},
+		{"connect wildcard with a zone on an IPv4 source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
+			return tab.Connect(wild, peer, netip.MustParseAddr("::ffff:127.0.0.1").WithZone("junk"))
+		}, syscall.EINVAL},
+		{"connect with a garbage zone on the bound source", func(tab *demux.Table[int], _, v6, _ *demux.Socket[int]) error {
+			return tab.Connect(v6, netip.MustParseAddrPort("[::1]:9"), netip.MustParseAddr("::1%junk"))
+		}, syscall.EINVAL},
+		{"connect a zero Socket", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			return tab.Connect(new(demux.Socket[int]), peer, lo4)
+		}, syscall.EBADF},
+		{"close a zero Socket", func(tab *demux.Table[int], _, _, _ *demux.Socket[int]) error {
+			return tab.Close(new(demux.Socket[int]))
+		}, syscall.EBADF},
 		{"close twice", func(tab *demux.Table[int], _, _, closed *demux.Socket[int]) error {
 			return tab.Close(closed)
 		}, syscall.EBADF},
