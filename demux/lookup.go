@@ -81,3 +81,22 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 func handle[V any](e *sock.Entry) *Socket[V] {
 	return (*Socket[V])(unsafe.Pointer(e.Sock))
 }
+
+// Datagram is the addressing of one received datagram, for LookupBatch.
+type Datagram struct {
+	Src, Dst netip.AddrPort
+	Ifindex  int // the arrival interface, as for Lookup
+}
+
+// LookupBatch looks up a batch of unicast datagrams, as recvmmsg returns
+// them: out[i] is the socket that receives ds[i], or nil. It handles the
+// first min(len(ds), len(out)) datagrams and returns that count. The
+// answers are those of Lookup, one datagram at a time. It takes no lock and
+// does not allocate.
+func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
+	n := min(len(ds), len(out))
+	for i := range n {
+		out[i], _ = t.Lookup(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
+	}
+	return n
+}
