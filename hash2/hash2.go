@@ -1,8 +1,8 @@
 // Package hash2 is the secondary socket table: slots keyed by (local
 // address, local port). The address part of the key is a seeded xxhash of
 // the address's 16-byte form, computed once per socket state and once per
-// lookup; the port is mixed in with an xor, as Linux's ipv4_portaddr_hash
-// does, so the exact and wildcard slots of one datagram cost one address
+// lookup; the port is mixed in afterwards with a seeded multiply (see
+// Index), so the exact and wildcard slots of one datagram cost one address
 // hash, not two.
 //
 // "::" hashes as 0.0.0.0 and ::ffff:a.b.c.d as a.b.c.d (callers pass the
@@ -30,7 +30,8 @@ type Slot struct {
 type Table struct {
 	slots    []Slot
 	locks    []lockorder.Mutex // apart from the slots, which lookups read
-	mask     uint32
+	shift    uint8  // 64 - log2(slots)
+	mul      uint64 // odd, from the seed: mixes the port into the index
 	seed     uint64
 	wildHash uint32 // AddrHash(sock.Wild4)
 }
@@ -42,8 +43,10 @@ func New(n int, seed uint64) (*Table, error) {
 		return nil, fmt.Errorf("hash2: %d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
-	t := &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n), mask: uint32(n - 1)}
+	t := &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n)}
+	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
 	t.seed = seed
+	t.mul = xxh64x16(seed, 0x9e3779b97f4a7c15, 0) | 1
 	t.wildHash = t.AddrHash(sock.Wild4)
 	return t, nil
 }
@@ -63,9 +66,13 @@ func (t *Table) AddrHash(a sock.Addr16) uint32 {
 // WildHash returns AddrHash of the wildcard address.
 func (t *Table) WildHash() uint32 { return t.wildHash }
 
-// Index returns the slot index for an address hash and a port.
+// Index returns the slot index for an address hash and a port: the top
+// bits of the 48-bit pair times a secret odd multiplier. Linux xors the
+// port into the address hash and masks, so ports P and P+slots share every
+// slot whatever the seed, and a tenant who binds many sockets on P+slots
+// slows every lookup on P; here no two ports share slots by construction.
 func (t *Table) Index(addrHash uint32, port uint16) int {
-	return int((addrHash ^ uint32(port)) & t.mask)
+	return int((uint64(addrHash)<<16 | uint64(port)) * t.mul >> t.shift)
 }
 
 // Lock takes the lock of slot i through g, which holds a primary slot.

@@ -55,8 +55,47 @@ func TestIndex(t *testing.T) {
 	assert.Equal(t, tab.AddrHash(sock.Wild4), tab.WildHash())
 	a := sock.From16(netip.MustParseAddr("192.0.2.1"))
 	h := tab.AddrHash(a)
-	assert.Equal(t, int((h^53)&1023), tab.Index(h, 53))
+	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&sock.Entry{Port: 53, V6: a, V4: a.V4(), Flags: sock.HasV4}))
 	// Seeds change the hash.
 	other, _ := New(1024, 43)
 	assert.NotEqual(t, h, other.AddrHash(a))
+}
+
+// TestPortsDoNotAlias: ports P and P+slots must not share slots (they do
+// when the port is xored into the hash and masked, as in Linux, which lets
+// a tenant on P+slots slow every lookup on P). For random address hashes,
+// the slots of (h, P) and (h, P+k·slots) coincide about once in slots.
+func TestPortsDoNotAlias(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{256, 4096, 32768} {
+		tab, err := New(n, r.Uint64())
+		require.NoError(t, err)
+		same := 0
+		const tries = 20000
+		for range tries {
+			h := r.Uint32()
+			p := uint16(r.Uint32())
+			k := uint16(1 + r.IntN(65536/n-1))
+			if tab.Index(h, p) == tab.Index(h, p+k*uint16(n)) {
+				same++
+			}
+		}
+		// Expected tries/n; allow a wide margin, far below tries.
+		assert.Less(t, same, 4*tries/n+10, "slots %d", n)
+		// The wildcard slot too: one hash, many ports.
+		w := tab.WildHash()
+		hits := map[int]int{}
+		for p := 0; p < 65536; p += n {
+			hits[tab.Index(w, uint16(53+p))]++
+		}
+		assert.Less(t, maxCount(hits), 8, "slots %d", n)
+	}
+}
+
+func maxCount(m map[int]int) int {
+	best := 0
+	for _, v := range m {
+		best = max(best, v)
+	}
+	return best
 }
