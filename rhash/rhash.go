@@ -1,0 +1,271 @@
+// Package rhash is a hash index that grows and shrinks with what it holds
+// while lookups run. Lookups take no lock, never wait and never miss a key
+// that is present throughout; writers lock one slot (two while a shrink
+// merges a pair). It is an implementation package of udpdemux, with no
+// compatibility promise.
+//
+// # How it resizes without stopping readers
+//
+// Chains are immutable: a write builds a new node (and copies the few
+// nodes ahead of it) and publishes the new chain head with one atomic
+// store, so a reader always walks a consistent chain. To resize, the writer
+// that crosses the load bound makes a table of twice (or half) the slots,
+// records it as the old table's successor, and moves the old slots one by
+// one: under a slot's lock it builds the new chains that slot feeds, stores
+// them in the new table, and then stores the forwarding marker in the old
+// slot. A reader or writer that meets the marker goes on in the successor,
+// where the chains it needs are already complete; one that meets a slot not
+// yet moved finds its current contents there, because writers of that slot
+// still write to the old table until it moves. When every slot has moved,
+// the successor becomes the table. Linux's rhashtable follows the same
+// rule (a bucket is either still live in the old table or complete in the
+// new one), with RCU where Go has its garbage collector.
+//
+// Slots are indexed by the top bits of a 64-bit hash that the caller
+// computes (seeded, so that no outsider can aim keys at one slot); growing
+// splits old slot i into new slots 2i and 2i+1, shrinking merges them back.
+package rhash
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// minSlots is the smallest table; a map never shrinks below it.
+const minSlots = 8
+
+// node is one key of a chain. Nodes are immutable once published.
+type node[K comparable, V any] struct {
+	key  K
+	hash uint64
+	next *node[K, V]
+	val  V
+}
+
+// table is one generation of slots.
+type table[K comparable, V any] struct {
+	slots []atomic.Pointer[node[K, V]]
+	locks []sync.Mutex // locks[i] guards writes to slots[i]
+	shift uint8        // slot of hash h: h >> shift
+	// next is the table being filled from this one; set before the first
+	// slot is forwarded, then never changed.
+	next atomic.Pointer[table[K, V]]
+}
+
+func newTable[K comparable, V any](n int) *table[K, V] {
+	shift := uint8(64)
+	for m := n; m > 1; m >>= 1 {
+		shift--
+	}
+	return &table[K, V]{
+		slots: make([]atomic.Pointer[node[K, V]], n),
+		locks: make([]sync.Mutex, n),
+		shift: shift,
+	}
+}
+
+// Map maps keys to values. The zero Map is not usable: call New.
+type Map[K comparable, V any] struct {
+	tab      atomic.Pointer[table[K, V]]
+	moved    *node[K, V] // the forwarding marker of this map
+	count    atomic.Int64
+	resizing sync.Mutex // held by the one writer that resizes
+}
+
+// New returns an empty map.
+func New[K comparable, V any]() *Map[K, V] {
+	m := &Map[K, V]{moved: new(node[K, V])}
+	m.tab.Store(newTable[K, V](minSlots))
+	return m
+}
+
+// Len returns the number of keys.
+func (m *Map[K, V]) Len() int { return int(m.count.Load()) }
+
+// Slots returns the number of slots of the current table.
+func (m *Map[K, V]) Slots() int { return len(m.tab.Load().slots) }
+
+// Get returns the value of key k, whose hash is h. It takes no lock.
+func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
+	t := m.tab.Load()
+	for {
+		n := t.slots[h>>t.shift].Load()
+		if n == m.moved {
+			t = t.next.Load()
+			continue
+		}
+		for ; n != nil; n = n.next {
+			if n.hash == h && n.key == k {
+				return n.val, true
+			}
+		}
+		var zero V
+		return zero, false
+	}
+}
+
+// Update sets the value of key k, whose hash is h, to what f returns
+// given its present value (ok reports whether there is one): keep false
+// deletes the key. f runs with the key's slot locked and must not call the
+// map. Update may then resize the map, which costs the caller O(keys).
+func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool)) {
+	t := m.tab.Load()
+	for {
+		i := h >> t.shift
+		t.locks[i].Lock()
+		head := t.slots[i].Load()
+		if head == m.moved {
+			t.locks[i].Unlock()
+			t = t.next.Load()
+			continue
+		}
+		var old *node[K, V]
+		for n := head; n != nil; n = n.next {
+			if n.hash == h && n.key == k {
+				old = n
+				break
+			}
+		}
+		var cur V
+		if old != nil {
+			cur = old.val
+		}
+		v, keep := f(cur, old != nil)
+		switch {
+		case old != nil && keep:
+			t.slots[i].Store(replace(head, old, &node[K, V]{key: k, hash: h, val: v}))
+		case old != nil:
+			t.slots[i].Store(replace(head, old, nil))
+			m.count.Add(-1)
+		case keep:
+			t.slots[i].Store(&node[K, V]{key: k, hash: h, val: v, next: head})
+			m.count.Add(1)
+		}
+		t.locks[i].Unlock()
+		m.maybeResize()
+		return
+	}
+}
+
+// replace returns the chain from head with old replaced by n (removed if
+// n is nil), copying the nodes ahead of old and sharing those after it.
+func replace[K comparable, V any](head, old, n *node[K, V]) *node[K, V] {
+	rest := old.next
+	if n != nil {
+		n.next = rest
+		rest = n
+	}
+	if head == old {
+		return rest
+	}
+	first := &node[K, V]{key: head.key, hash: head.hash, val: head.val}
+	last := first
+	for x := head.next; x != old; x = x.next {
+		c := &node[K, V]{key: x.key, hash: x.hash, val: x.val}
+		last.next = c
+		last = c
+	}
+	last.next = rest
+	return first
+}
+
+// maybeResize grows the table past one key per slot on average, and
+// shrinks it below one per eight, unless another writer is resizing.
+func (m *Map[K, V]) maybeResize() {
+	t := m.tab.Load()
+	n, slots := m.count.Load(), int64(len(t.slots))
+	if n <= slots && (n >= slots/8 || slots <= minSlots) {
+		return
+	}
+	if !m.resizing.TryLock() {
+		return
+	}
+	defer m.resizing.Unlock()
+	t = m.tab.Load()
+	n, slots = m.count.Load(), int64(len(t.slots))
+	switch {
+	case n > slots:
+		m.grow(t)
+	case n < slots/8 && slots > minSlots:
+		m.shrink(t)
+	}
+}
+
+// grow moves every slot of t into a table of twice the slots.
+func (m *Map[K, V]) grow(t *table[K, V]) {
+	nt := newTable[K, V](2 * len(t.slots))
+	t.next.Store(nt)
+	for i := range t.slots {
+		t.locks[i].Lock()
+		var lo, hi *node[K, V]
+		for n := t.slots[i].Load(); n != nil; n = n.next {
+			c := &node[K, V]{key: n.key, hash: n.hash, val: n.val}
+			if n.hash>>nt.shift&1 == 0 {
+				c.next, lo = lo, c
+			} else {
+				c.next, hi = hi, c
+			}
+		}
+		nt.slots[2*i].Store(lo)
+		nt.slots[2*i+1].Store(hi)
+		t.slots[i].Store(m.moved)
+		t.locks[i].Unlock()
+	}
+	m.tab.Store(nt)
+}
+
+// shrink merges every pair of slots of t into a table of half the slots.
+func (m *Map[K, V]) shrink(t *table[K, V]) {
+	nt := newTable[K, V](len(t.slots) / 2)
+	t.next.Store(nt)
+	for j := range nt.slots {
+		a, b := 2*j, 2*j+1
+		t.locks[a].Lock()
+		t.locks[b].Lock()
+		var merged *node[K, V]
+		for _, s := range []int{a, b} {
+			for n := t.slots[s].Load(); n != nil; n = n.next {
+				merged = &node[K, V]{key: n.key, hash: n.hash, val: n.val, next: merged}
+			}
+		}
+		nt.slots[j].Store(merged)
+		t.slots[a].Store(m.moved)
+		t.slots[b].Store(m.moved)
+		t.locks[b].Unlock()
+		t.locks[a].Unlock()
+	}
+	m.tab.Store(nt)
+}
+
+// All calls f for every key and value, slot by slot, until f returns
+// false. A key that is present throughout is seen exactly once; one added
+// or removed meanwhile may or may not be.
+func (m *Map[K, V]) All(f func(K, V) bool) {
+	t := m.tab.Load()
+	for i := range t.slots {
+		if !m.walk(t, i, t.shift, uint64(i), f) {
+			return
+		}
+	}
+}
+
+// walk visits the keys of slot j of t whose hashes h have h>>shift == want
+// (the slot they had in the table All started from), following forwarded
+// slots into successors: after a grow a slot's keys are in two slots, after
+// a shrink in one slot shared with its sibling's keys.
+func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func(K, V) bool) bool {
+	n := t.slots[j].Load()
+	if n == m.moved {
+		nt := t.next.Load()
+		if len(nt.slots) > len(t.slots) {
+			return m.walk(nt, 2*j, shift, want, f) && m.walk(nt, 2*j+1, shift, want, f)
+		}
+		return m.walk(nt, j/2, shift, want, f)
+	}
+	for ; n != nil; n = n.next {
+		if n.hash>>shift == want && !f(n.key, n.val) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,170 @@
+package rhash
+
+import (
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func hashOf(k int) uint64 {
+	x := uint64(k) + 0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+func put(m *Map[int, int], k, v int) {
+	m.Update(hashOf(k), k, func(int, bool) (int, bool) { return v, true })
+}
+
+func del(m *Map[int, int], k int) {
+	m.Update(hashOf(k), k, func(int, bool) (int, bool) { return 0, false })
+}
+
+func get(m *Map[int, int], k int) (int, bool) { return m.Get(hashOf(k), k) }
+
+func TestGrowShrink(t *testing.T) {
+	m := New[int, int]()
+	for _, n := range []int{1, 100, 10000} {
+		for k := range n {
+			put(m, k, k*2)
+		}
+		assert.Equal(t, n, m.Len())
+		assert.GreaterOrEqual(t, m.Slots(), n, "one key per slot at most")
+		for k := range n {
+			v, ok := get(m, k)
+			require.True(t, ok, k)
+			require.Equal(t, k*2, v)
+		}
+		_, ok := get(m, n)
+		assert.False(t, ok)
+		seen := map[int]int{}
+		m.All(func(k, v int) bool { seen[k]++; return true })
+		assert.Len(t, seen, n)
+		for k := range n {
+			del(m, k)
+		}
+		assert.Zero(t, m.Len())
+		assert.Equal(t, minSlots, m.Slots(), "shrinks back")
+	}
+}
+
+// TestUpdateReplaces checks that the chain copy keeps the other keys of a
+// slot, whatever the position of the replaced or deleted key.
+func TestUpdateReplaces(t *testing.T) {
+	m := New[int, int]()
+	// Keys with the same hash share a chain.
+	h := uint64(42)
+	for k := range 5 {
+		m.Update(h, k, func(int, bool) (int, bool) { return k, true })
+	}
+	for _, k := range []int{0, 2, 4} {
+		m.Update(h, k, func(old int, ok bool) (int, bool) {
+			require.True(t, ok)
+			return old + 100, true
+		})
+	}
+	m.Update(h, 3, func(int, bool) (int, bool) { return 0, false })
+	for k, want := range map[int]int{0: 100, 1: 1, 2: 102, 4: 104} {
+		v, ok := m.Get(h, k)
+		require.True(t, ok, k)
+		assert.Equal(t, want, v, k)
+	}
+	_, ok := m.Get(h, 3)
+	assert.False(t, ok)
+	assert.Equal(t, 4, m.Len())
+}
+
+// TestResizeUnderReaders: while writers add and remove keys, growing and
+// shrinking the table many times, readers must always find the keys that
+// never change, with their values, and never find a key deleted before the
+// read began.
+func TestResizeUnderReaders(t *testing.T) {
+	m := New[int, int]()
+	const stable = 64
+	for k := range stable {
+		put(m, k, k+1)
+	}
+	var stop atomic.Bool
+	var gone [1 << 16]atomic.Bool // churn keys deleted for good
+	var wg sync.WaitGroup
+	var reads, fails atomic.Int64
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for !stop.Load() {
+				k := rng.IntN(stable)
+				if v, ok := get(m, k); !ok || v != k+1 {
+					fails.Add(1)
+				}
+				c := stable + rng.IntN(1<<16-stable)
+				if g := gone[c].Load(); g {
+					if _, ok := get(m, c); ok {
+						fails.Add(1)
+					}
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	next := stable
+	for time.Now().Before(deadline) && next+5000 < 1<<16 {
+		// Grow by 5000 keys, then delete them all: several grows and
+		// shrinks per round.
+		for k := next; k < next+5000; k++ {
+			put(m, k, k+1)
+		}
+		for k := next; k < next+5000; k++ {
+			del(m, k)
+			gone[k].Store(true)
+		}
+		next += 5000
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, fails.Load(), "wrong reads among %d", reads.Load())
+	assert.Positive(t, reads.Load())
+	assert.Equal(t, stable, m.Len())
+}
+
+func BenchmarkGet(b *testing.B) {
+	for _, n := range []int{16, 1 << 20} {
+		m := New[int, int]()
+		for k := range n {
+			put(m, k, k)
+		}
+		keys := make([]int, 4096)
+		for i := range keys {
+			keys[i] = rand.IntN(n)
+		}
+		b.Run(itoa(n), func(b *testing.B) {
+			for i := range b.N {
+				k := keys[i&4095]
+				if _, ok := get(m, k); !ok {
+					b.Fatal(k)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string {
+	s := ""
+	for {
+		s = string(rune('0'+n%10)) + s
+		n /= 10
+		if n == 0 {
+			return s
+		}
+	}
+}
