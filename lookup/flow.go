@@ -27,15 +27,14 @@ func mix(x uint64) uint64 {
 // members, scaled without a division.
 func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 
-// reusePort hands a winner in an SO_REUSEPORT group over to the member
+// ReusePort hands a winner in an SO_REUSEPORT group over to the member
 // that q's flow hashes to.
-func reusePort(seed uint64, e *sock.Entry, q *Query) *sock.Entry {
-	if e == nil || e.Group == nil {
+func ReusePort(seed uint64, e *sock.Entry, q *Query) *sock.Entry {
+	if e == nil || e.Group == nil || e.Group.Len() < 2 {
 		return e
 	}
-	m := e.Group.Members()
-	if len(m) < 2 {
-		return e
+	if m := e.Group.Pick(FlowHash(seed, q)); m != nil {
+		return m
 	}
-	return m[Pick(FlowHash(seed, q), len(m))]
+	return e
 }

@@ -68,14 +68,14 @@ func (b *best) scan(n *sock.Node, secondary bool, q *Query) {
 func (t *Tables) OnePhase(q *Query) *sock.Entry {
 	b := best{score: -1}
 	b.scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
-	return reusePort(t.Seed, b.e, q)
+	return ReusePort(t.Seed, b.e, q)
 }
 
 // TwoPhase searches the exact-address secondary slot, then the wildcard
 // one.
 func (t *Tables) TwoPhase(q *Query) *sock.Entry {
 	e, _ := t.twoPhase(q, -1)
-	return reusePort(t.Seed, e, q)
+	return ReusePort(t.Seed, e, q)
 }
 
 // Hybrid applies Linux 2.6.33's rule and reports the path it took.
@@ -83,7 +83,7 @@ func (t *Tables) Hybrid(q *Query) (*sock.Entry, Path) {
 	p := t.H1.Slot(q.DstPort).Chain.Len()
 	if p > t.Threshold {
 		if e, ok := t.twoPhase(q, p); ok {
-			return reusePort(t.Seed, e, q), Secondary
+			return ReusePort(t.Seed, e, q), Secondary
 		}
 		return t.OnePhase(q), Fallback
 	}

@@ -39,7 +39,8 @@ type Config struct {
 	// default algorithm works that way). When false, any legal port is
 	// accepted.
 	PreferUnused bool
-	// ReusePortIndex picks the member (0..n-1, oldest first) of an
+	// ReusePortIndex picks the member (0..n-1, in the group's order: joins
+	// append, a leaver's place goes to the last member) of an
 	// n-member SO_REUSEPORT group that the flow src→dst goes to. The model
 	// has no hash of its own: the test passes the table's function, so
 	// that both agree on which member receives. The addresses it gets are
@@ -86,6 +87,8 @@ type Model struct {
 	nextID int
 	// connects counts first connects, to order the 4-tuple precedence.
 	connects int
+	// groups holds each SO_REUSEPORT group's members in Linux's order.
+	groups map[groupKey][]*socket
 }
 
 // socket is one live socket.
@@ -298,7 +301,52 @@ func (m *Model) add(s *socket) int {
 	s.id = m.nextID
 	m.nextID++
 	m.socks = append(m.socks, s)
+	m.join(s)
 	return s.id
+}
+
+// groupKey says which SO_REUSEPORT group an unconnected ReusePort socket
+// belongs to.
+type groupKey struct {
+	addr       netip.Addr
+	port       uint16
+	device     int
+	v6, v6only bool
+	owner      uint32
+}
+
+func keyOf(s *socket) (groupKey, bool) {
+	return groupKey{s.addr, s.port, s.device, s.v6, s.v6only, s.owner}, s.reusePort && !s.remote.IsValid()
+}
+
+// join appends s to its group's member array, as Linux's reuse->socks.
+func (m *Model) join(s *socket) {
+	if k, ok := keyOf(s); ok {
+		if m.groups == nil {
+			m.groups = map[groupKey][]*socket{}
+		}
+		m.groups[k] = append(m.groups[k], s)
+	}
+}
+
+// leave removes s from its group's member array: the last member takes
+// its place, as in Linux's reuseport_detach_sock.
+func (m *Model) leave(s *socket) {
+	k, ok := keyOf(s)
+	if !ok {
+		return
+	}
+	g := m.groups[k]
+	i := slices.Index(g, s)
+	if i < 0 {
+		return
+	}
+	g[i] = g[len(g)-1]
+	if g = g[:len(g)-1]; len(g) == 0 {
+		delete(m.groups, k)
+	} else {
+		m.groups[k] = g
+	}
 }
 
 // Bind binds a socket to the explicit port o.Port and returns its id. Errors
@@ -539,6 +587,7 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 		// socket still blocks IPv4 wildcard binds (row 24).
 		newAddr, newV4 = local, placeholder
 	}
+	m.leave(s)
 	s.remote = netip.AddrPortFrom(ra, remote.Port())
 	s.device = newDevice
 	if s.v6 && peer4 {
@@ -564,6 +613,7 @@ func (m *Model) Close(id int) error {
 	if s == nil {
 		return errno(syscall.EBADF, "socket %d is closed", id)
 	}
+	m.leave(s)
 	m.socks = slices.Delete(m.socks, i, i+1)
 	return nil
 }
@@ -629,14 +679,6 @@ func score(s *socket, dst netip.AddrPort) int {
 	return sc
 }
 
-// sameGroup reports whether a and b are unconnected members of one
-// SO_REUSEPORT group.
-func sameGroup(a, b *socket) bool {
-	return a.reusePort && b.reusePort && !a.remote.IsValid() && !b.remote.IsValid() &&
-		a.addr == b.addr && a.port == b.port && a.device == b.device &&
-		a.v6 == b.v6 && a.v6only == b.v6only && a.owner == b.owner
-}
-
 // Lookup returns the socket that receives a datagram from src to dst
 // arriving on interface ifindex, and false if none does.
 //
@@ -683,12 +725,8 @@ func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	if !best.reusePort || best.remote.IsValid() {
 		return best.id, true
 	}
-	var group []*socket // oldest first
-	for _, s := range m.socks {
-		if sameGroup(s, best) {
-			group = append(group, s)
-		}
-	}
+	k, _ := keyOf(best)
+	group := m.groups[k] // in Linux's order: joins append, a leaver's place goes to the last
 	idx := 0
 	if m.cfg.ReusePortIndex != nil {
 		idx = m.cfg.ReusePortIndex(src, dst, len(group))

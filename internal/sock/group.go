@@ -3,41 +3,103 @@ package sock
 import "sync/atomic"
 
 // Group is an SO_REUSEPORT group: unconnected ReusePort entries with the
-// same address, port, device, family, V6Only and owner. Members is
-// published copy-on-write, in join order, so a lookup can pick one member
-// by flow hash without a lock.
+// same address, port, device, family, V6Only and owner. Its members sit in
+// an array in Linux's order (reuse->socks): a new member goes at the end,
+// and a leaving member's place is taken by the last one, so that joining
+// and leaving cost O(1) however large the group. A lookup picks a member
+// from the array without a lock.
 type Group struct {
-	members atomic.Pointer[[]*Entry]
+	arr atomic.Pointer[members]
+	// pos is each member's index in arr. Guarded by the primary slot lock
+	// of the group's port, like every write to the group.
+	pos map[*Entry]int
 }
 
-// Members returns the current members, oldest first. The slice must not be
-// modified.
-func (g *Group) Members() []*Entry {
-	if p := g.members.Load(); p != nil {
-		return *p
+// members is one array of a group. Writers grow it by copying into a new
+// one; readers that still hold an old one see the members of that moment.
+type members struct {
+	n  atomic.Int32
+	es []atomic.Pointer[Entry]
+}
+
+// Len returns the number of members.
+func (g *Group) Len() int {
+	if m := g.arr.Load(); m != nil {
+		return int(m.n.Load())
 	}
-	return nil
+	return 0
+}
+
+// Pick returns the member at the flow hash's position (hash·n/2³²) among
+// the n members, or nil if the group is empty. It takes no lock and does
+// not allocate.
+func (g *Group) Pick(hash uint32) *Entry {
+	m := g.arr.Load()
+	if m == nil {
+		return nil
+	}
+	n := m.n.Load()
+	if n == 0 {
+		return nil
+	}
+	return m.es[uint64(hash)*uint64(n)>>32].Load()
+}
+
+// Members returns a copy of the members in the group's order.
+func (g *Group) Members() []*Entry {
+	m := g.arr.Load()
+	if m == nil {
+		return nil
+	}
+	out := make([]*Entry, m.n.Load())
+	for i := range out {
+		out[i] = m.es[i].Load()
+	}
+	return out
 }
 
 // Add appends e. The caller holds the primary slot lock of the group's port.
 func (g *Group) Add(e *Entry) {
-	old := g.Members()
-	m := make([]*Entry, len(old), len(old)+1)
-	copy(m, old)
-	m = append(m, e)
-	g.members.Store(&m)
+	m := g.arr.Load()
+	var n int32
+	if m != nil {
+		n = m.n.Load()
+	}
+	if m == nil || int(n) == len(m.es) {
+		grown := &members{es: make([]atomic.Pointer[Entry], max(4, 2*int(n)))}
+		for i := range n {
+			grown.es[i].Store(m.es[i].Load())
+		}
+		grown.n.Store(n)
+		g.arr.Store(grown)
+		m = grown
+	}
+	if g.pos == nil {
+		g.pos = map[*Entry]int{}
+	}
+	g.pos[e] = int(n)
+	m.es[n].Store(e)
+	m.n.Store(n + 1)
 }
 
-// Remove drops e and reports how many members remain. The caller holds the
-// primary slot lock of the group's port.
+// Remove drops e, moving the last member into its place, and reports how
+// many members remain. The caller holds the primary slot lock of the
+// group's port.
 func (g *Group) Remove(e *Entry) int {
-	old := g.Members()
-	m := make([]*Entry, 0, len(old))
-	for _, x := range old {
-		if x != e {
-			m = append(m, x)
-		}
+	m := g.arr.Load()
+	i, ok := g.pos[e]
+	if m == nil || !ok {
+		return g.Len()
 	}
-	g.members.Store(&m)
-	return len(m)
+	delete(g.pos, e)
+	last := m.n.Load() - 1
+	if int32(i) != last {
+		moved := m.es[last].Load()
+		m.es[i].Store(moved)
+		g.pos[moved] = i
+	}
+	// The last slot keeps its pointer: a reader that counted the old
+	// length may still read it, and finds a member of that moment.
+	m.n.Store(last)
+	return int(last)
 }
