@@ -30,8 +30,8 @@ type Slot struct {
 type Table struct {
 	slots    []Slot
 	locks    []lockorder.Mutex // apart from the slots, which lookups read
-	shift    uint8  // 64 - log2(slots)
-	mul      uint64 // odd, from the seed: mixes the port into the index
+	shift    uint8             // 64 - log2(slots)
+	mul      uint64            // odd, from the seed: mixes the port into the index
 	seed     uint64
 	wildHash uint32 // AddrHash(sock.Wild4)
 }
