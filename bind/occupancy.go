@@ -126,3 +126,12 @@ func (o *Occupancy) kthFree(r *Range, k int) (uint16, bool) {
 	}
 	return 0, false
 }
+
+// Census counts the ports of r that hold no socket, and reports whether
+// some port of r holds no socket that blocks n outright: one pass over the
+// range's bitmap words.
+func (o *Occupancy) Census(r *Range, n *sock.Entry) (free int, unblocked bool) { return o.census(r, n) }
+
+// KthFree returns the k-th (from 0) port of r that holds no socket, or
+// false if the index changed since Census and there is no such port.
+func (o *Occupancy) KthFree(r *Range, k int) (uint16, bool) { return o.kthFree(r, k) }

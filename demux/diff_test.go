@@ -221,6 +221,11 @@ func diffConfigs() []diffConfig {
 			c.Threshold = 2
 			c.Ephemeral = demux.EphemeralBitmap
 		}), false},
+		// The growing tables (the default storage) under every strategy.
+		{"grow/OnePhase", with(func(c *demux.Config) { c.Slots = 0; c.Strategy = demux.OnePhase }), true},
+		{"grow/TwoPhase", with(func(c *demux.Config) { c.Slots = 0; c.Strategy = demux.TwoPhase }), true},
+		{"grow/Hybrid/threshold2", with(func(c *demux.Config) { c.Slots = 0; c.Threshold = 2 }), true},
+		{"grow/Hybrid/default", with(func(c *demux.Config) { c.Slots = 0 }), true},
 	}
 }
 

@@ -17,10 +17,14 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 	var e *sock.Entry
 	if q.Init(src, dst, ifindex) {
 		var p lookup.Path
-		switch t.strategy {
-		case OnePhase:
+		switch {
+		case t.g != nil:
+			// The growing tables follow the strategy themselves, and try
+			// the 127.0.0.6 fallback on the port record they hold.
+			e, p = t.g.Lookup(&q)
+		case t.strategy == OnePhase:
 			e, p = t.tabs.OnePhase(&q), lookup.Primary
-		case TwoPhase:
+		case t.strategy == TwoPhase:
 			e, p = t.tabs.TwoPhase(&q), lookup.Secondary
 		default:
 			e, p = t.tabs.Hybrid(&q)
@@ -28,7 +32,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		if t.count {
 			t.stats.lookup(p)
 		}
-		if e == nil && lookup.MayGhost(&q) {
+		if e == nil && t.g == nil && lookup.MayGhost(&q) {
 			e = t.tabs.Ghost(&q)
 		}
 	}
@@ -56,10 +60,12 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 	var buf [16]*sock.Entry
 	var rs []*sock.Entry
 	var p lookup.Path
-	switch t.strategy {
-	case OnePhase:
+	switch {
+	case t.g != nil:
+		rs, p = t.g.Multicast(&q, buf[:0])
+	case t.strategy == OnePhase:
 		rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Primary
-	case TwoPhase:
+	case t.strategy == TwoPhase:
 		rs, _ = t.tabs.MatchSecondary(&q, buf[:0], -1)
 		p = lookup.Secondary
 	default:

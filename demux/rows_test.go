@@ -352,10 +352,14 @@ var rowTables = []struct {
 	name string
 	cfg  demux.Config
 }{
-	{"OnePhase", demux.Config{Strategy: demux.OnePhase}},
-	{"TwoPhase", demux.Config{Strategy: demux.TwoPhase}},
-	{"Hybrid", demux.Config{Strategy: demux.Hybrid}},
-	{"Hybrid/threshold1", demux.Config{Strategy: demux.Hybrid, Threshold: 1}},
+	{"OnePhase", demux.Config{Slots: 4096, Strategy: demux.OnePhase}},
+	{"TwoPhase", demux.Config{Slots: 4096, Strategy: demux.TwoPhase}},
+	{"Hybrid", demux.Config{Slots: 4096, Strategy: demux.Hybrid}},
+	{"Hybrid/threshold1", demux.Config{Slots: 4096, Strategy: demux.Hybrid, Threshold: 1}},
+	{"grow/OnePhase", demux.Config{Strategy: demux.OnePhase}},
+	{"grow/TwoPhase", demux.Config{Strategy: demux.TwoPhase}},
+	{"grow/Hybrid", demux.Config{}},
+	{"grow/Hybrid/threshold1", demux.Config{Threshold: 1}},
 }
 
 func TestKernelRows(t *testing.T) {
@@ -469,7 +473,7 @@ func TestKernelRow21Secondary(t *testing.T) {
 					before := tbl.Stats()
 					e.bindErr(c.bind, c.want)
 					require.NoError(t, tbl.Verify())
-					if tc.cfg.Strategy == demux.Hybrid && c.bind.Addr.Unmap().IsUnspecified() {
+					if tc.cfg.Slots != 0 && tc.cfg.Strategy == demux.Hybrid && c.bind.Addr.Unmap().IsUnspecified() {
 						// A wildcard bind must not trust the secondary
 						// table alone.
 						after := tbl.Stats()
@@ -487,7 +491,7 @@ func TestKernelRow21Secondary(t *testing.T) {
 	}
 	// Lookups on the long chain take the secondary path under Hybrid and
 	// still find the exact socket, the wildcard one, and the tier order.
-	tbl, err := demux.New[int](demux.Config{CountPaths: true})
+	tbl, err := demux.New[int](demux.Config{Slots: 4096, CountPaths: true})
 	require.NoError(t, err)
 	s := &rowTableSUT{tbl: tbl}
 	e := &rowEnv{t: t, s: s, table: tbl}

@@ -19,6 +19,10 @@ var configs = []demux.Config{
 	{Slots: 256, Strategy: demux.TwoPhase},
 	{Slots: 256, Strategy: demux.Hybrid},
 	{Slots: 256, Strategy: demux.Hybrid, Threshold: 1},
+	{Strategy: demux.OnePhase},
+	{Strategy: demux.TwoPhase},
+	{},
+	{Threshold: 1},
 }
 
 func TestLinkLocalScope(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/ipv6"
@@ -18,8 +19,14 @@ import (
 
 // Config configures a Table. The zero value is a good default.
 type Config struct {
-	// Slots is the number of slots of each hash table: a power of two
-	// from 256 to 65536, or 0 for 4096. It never changes.
+	// Slots selects the storage. 0, the default, makes tables that grow
+	// and shrink with the sockets they hold, with a 4-tuple table for
+	// connected sockets and bind checks that do not scan shared ports
+	// (DESIGN.md, "Storage engines"). A power of two from 256 to 65536
+	// makes Linux's design instead: a port table and an (address, port)
+	// table of that many slots each, fixed for the table's life, kept to
+	// compare the two designs; bind(0) algorithms other than
+	// EphemeralIndex need it.
 	Slots int
 	// Threshold is the primary chain length above which Hybrid searches
 	// the secondary table: 0 means 10 (Linux's value); it must not be
@@ -58,6 +65,10 @@ const DefaultThreshold = 10
 
 // Table is a UDP socket table. All its methods are safe for concurrent use.
 type Table[V any] struct {
+	// g is the growing storage (Config.Slots 0); nil for the fixed-size
+	// tables of Linux's design, which tabs, check and eph are.
+	g         *grow.Engine
+	ports     grow.Ports
 	tabs      lookup.Tables
 	check     bind.Checker
 	eph       bind.Ephemeral
@@ -87,14 +98,6 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if cfg.Ephemeral > EphemeralLinear {
 		return nil, fmt.Errorf("demux: unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
 	}
-	slots := cfg.Slots
-	if slots == 0 {
-		slots = hash1.DefaultSlots
-	}
-	h1, err := hash1.New(slots)
-	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
-	}
 	rng := cfg.Rand
 	if rng != nil && isNil(rng) {
 		return nil, fmt.Errorf("demux: Rand is a nil %T: %w", rng, syscall.EINVAL)
@@ -107,21 +110,39 @@ func New[V any](cfg Config) (*Table[V], error) {
 		rng = mrand.NewChaCha8(seed)
 	}
 	rnd := bind.NewRand(rng)
-	h2, err := hash2.New(slots, rnd.Uint64())
-	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
-	}
 	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
 	if err != nil {
 		return nil, fmt.Errorf("demux: %w", err)
 	}
 	t := &Table[V]{
-		tabs:      lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: rnd.Uint64()},
 		strategy:  cfg.Strategy,
 		ephemeral: cfg.Ephemeral,
 		count:     cfg.CountPaths,
 		zones:     cfg.ZoneIndex,
 	}
+	if cfg.Slots == 0 {
+		limit := threshold
+		switch cfg.Strategy {
+		case OnePhase:
+			limit = grow.AlwaysScan
+		case TwoPhase:
+			limit = grow.AlwaysIndex
+		}
+		t.tabs.Seed = rnd.Uint64()
+		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
+		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
+		t.ports = grow.Ports{Range: r, Occ: &t.occ, Rand: rnd}
+		return t, nil
+	}
+	h1, err := hash1.New(cfg.Slots)
+	if err != nil {
+		return nil, fmt.Errorf("demux: %w", err)
+	}
+	h2, err := hash2.New(cfg.Slots, rnd.Uint64())
+	if err != nil {
+		return nil, fmt.Errorf("demux: %w", err)
+	}
+	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: rnd.Uint64()}
 	t.check = bind.Checker{H1: h1, H2: h2}
 	switch cfg.Strategy {
 	case OnePhase:

@@ -22,9 +22,36 @@ func (t *Table[V]) Verify() error {
 			errs = append(errs, fmt.Errorf(format, args...))
 		}
 	}
+	var seen map[*sock.Entry]bool
+	if t.g != nil {
+		seen = t.g.Verify(bad)
+		if len(seen) != int(t.n.Load()) {
+			bad("%d sockets bound, %d in the tables", t.n.Load(), len(seen))
+		}
+	} else {
+		seen = t.verifyFixed(bad)
+	}
+	ports := map[uint16]int{}
+	for e := range seen {
+		ports[e.Port]++
+	}
+	for p, want := range ports {
+		if got := t.occ.Users(p); got != want {
+			bad("port %d: occupancy index counts %d sockets, tables hold %d", p, got, want)
+		}
+	}
+	// With the counts of every port that holds sockets right, a matching
+	// total leaves no count for a port that holds none.
+	if got := t.occ.Total(); got != len(seen) {
+		bad("occupancy index counts %d sockets in all, tables hold %d", got, len(seen))
+	}
+	return errors.Join(errs...)
+}
+
+// verifyFixed checks the fixed tables and returns the entries they hold.
+func (t *Table[V]) verifyFixed(bad func(string, ...any)) map[*sock.Entry]bool {
 	h1, h2 := t.tabs.H1, t.tabs.H2
 	seen1 := map[*sock.Entry]bool{}
-	ports := map[uint16]int{}
 	for i := range h1.Len() {
 		c := &h1.At(i).Chain
 		if c.First() == nil && c.Len() == 0 {
@@ -38,7 +65,6 @@ func (t *Table[V]) Verify() error {
 				bad("entry %v:%d twice in the primary table", e.LocalAddr(), e.Port)
 			}
 			seen1[e] = true
-			ports[e.Port]++
 		})
 		if n != c.Len() {
 			bad("primary slot %d: count %d, chain %d", i, c.Len(), n)
@@ -101,17 +127,7 @@ func (t *Table[V]) Verify() error {
 			bad("entry %v:%d in the secondary table only", e.LocalAddr(), e.Port)
 		}
 	}
-	for p, want := range ports {
-		if got := t.occ.Users(p); got != want {
-			bad("port %d: occupancy index counts %d sockets, tables hold %d", p, got, want)
-		}
-	}
-	// With the counts of every port that holds sockets right, a matching
-	// total leaves no count for a port that holds none.
-	if got := t.occ.Total(); got != len(seen1) {
-		bad("occupancy index counts %d sockets in all, tables hold %d", got, len(seen1))
-	}
-	return errors.Join(errs...)
+	return seen1
 }
 
 // walk follows chain c, checking the back links, calls f for every entry

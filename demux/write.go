@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lockorder"
@@ -38,17 +39,9 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	}
 	s.opts.V6Only = e.Has(sock.V6Only)
 
-	var g lockorder.Guard
-	if o.Port != 0 {
-		t.tabs.H1.LockPort(&g, o.Port)
-		inUse, secondary := t.check.InUse(e)
-		t.stats.bindCheck(secondary)
-		if inUse {
-			g.Unlock()
-			return nil, opError("bind", o, syscall.EADDRINUSE)
-		}
-	} else if !t.ephemeralPort(e, &g) {
-		return nil, opError("bind", o, errNoPort)
+	var h held
+	if err := t.lockBind(&h, e); err != nil {
+		return nil, opError("bind", o, err)
 	}
 	s.opts.Port = e.Port
 	e.Seq = t.seq.Add(1)
@@ -56,10 +49,69 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	// The handle is complete before the entry is published: a lookup may
 	// return it the moment it is linked.
 	s.s.Cur.Store(e)
-	t.link(e, &g)
-	g.Unlock()
+	if h.pr != nil {
+		t.g.Link(h.pr, e)
+	} else {
+		t.link(e, &h.g)
+	}
+	t.unlock(&h)
 	t.n.Add(1)
 	return s, nil
+}
+
+// held is the lock a write holds on its port: a primary slot of the fixed
+// tables, or a port record of the growing ones.
+type held struct {
+	g  lockorder.Guard
+	pr *grow.Port
+}
+
+// lockPort locks port's slot or record.
+func (t *Table[V]) lockPort(h *held, port uint16) {
+	if t.g != nil {
+		h.pr = t.g.LockPort(port)
+	} else {
+		t.tabs.H1.LockPort(&h.g, port)
+	}
+}
+
+// unlock releases what h holds.
+func (t *Table[V]) unlock(h *held) {
+	if h.pr != nil {
+		t.g.Unlock(h.pr)
+		h.pr = nil
+	} else {
+		h.g.Unlock()
+	}
+}
+
+// lockBind locks the port e binds to, after checking it for conflicts or,
+// for port 0, choosing one; on failure it holds nothing.
+func (t *Table[V]) lockBind(h *held, e *sock.Entry) error {
+	switch {
+	case e.Port != 0 && t.g != nil:
+		h.pr = t.g.LockPort(e.Port)
+		t.stats.bindCheck(true)
+		if t.g.InUse(h.pr, e) {
+			t.unlock(h)
+			return syscall.EADDRINUSE
+		}
+	case e.Port != 0:
+		t.tabs.H1.LockPort(&h.g, e.Port)
+		inUse, secondary := t.check.InUse(e)
+		t.stats.bindCheck(secondary)
+		if inUse {
+			h.g.Unlock()
+			return syscall.EADDRINUSE
+		}
+	case t.g != nil:
+		if h.pr = t.g.Ephemeral(e, &t.ports); h.pr == nil {
+			return errNoPort
+		}
+	case !t.ephemeralPort(e, &h.g):
+		return errNoPort
+	}
+	return nil
 }
 
 var errNoPort = fmt.Errorf("no free ephemeral port for this socket: %w", syscall.EADDRINUSE)
@@ -130,9 +182,9 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 // Errors wrap syscall.EBADF for a closed socket, and EINVAL, EAFNOSUPPORT or
 // ENETUNREACH as Linux's connect returns them; the table is then unchanged.
 func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
-	var g lockorder.Guard
-	old, err := t.lockOpen(&g, s, "connect")
-	defer g.Unlock()
+	var h held
+	old, err := t.lockOpen(&h, s, "connect")
+	defer t.unlock(&h)
 	if err != nil {
 		return err
 	}
@@ -156,7 +208,11 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	t.order(e, old)
 	// As in Bind: a lookup that finds the new entry sees it as current.
 	s.s.Cur.Store(e)
-	t.rehash(old, e, &g)
+	if h.pr != nil {
+		t.g.Replace(h.pr, old, e)
+		return nil
+	}
+	t.rehash(old, e, &h.g)
 	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
 		old.Group.Remove(old)
@@ -213,14 +269,14 @@ func (t *Table[V]) rehash(old, e *sock.Entry, g *lockorder.Guard) {
 	os.Seq.End()
 }
 
-// lockOpen locks the primary slot of s through g and returns its current
-// entry, or an EBADF error for op if s is closed or of another table (then
-// g may hold nothing).
-func (t *Table[V]) lockOpen(g *lockorder.Guard, s *Socket[V], op string) (*sock.Entry, error) {
+// lockOpen locks the port of s through h and returns its current entry,
+// or an EBADF error for op if s is closed or of another table (then h may
+// hold nothing).
+func (t *Table[V]) lockOpen(h *held, s *Socket[V], op string) (*sock.Entry, error) {
 	if s == nil || s.t != t {
 		return nil, &OpError{Op: op, Err: errForeign}
 	}
-	t.tabs.H1.LockPort(g, s.opts.Port)
+	t.lockPort(h, s.opts.Port)
 	if s.s.Closed.Load() {
 		return nil, s.opError(op, syscall.EBADF)
 	}
@@ -232,16 +288,23 @@ var errForeign = fmt.Errorf("socket of another table: %w", syscall.EBADF)
 // Close unbinds s. Closing a closed socket fails with an error wrapping
 // syscall.EBADF.
 func (t *Table[V]) Close(s *Socket[V]) error {
-	var g lockorder.Guard
-	e, err := t.lockOpen(&g, s, "close")
-	defer g.Unlock()
+	var h held
+	e, err := t.lockOpen(&h, s, "close")
+	defer t.unlock(&h)
 	if err != nil {
 		return err
 	}
+	if h.pr != nil {
+		t.g.Unlink(h.pr, e)
+		s.s.Closed.Store(true)
+		t.n.Add(-1)
+		return nil
+	}
+	g := &h.g
 	port := e.Port
 	i := t.tabs.H2.IndexOf(e)
 	s2 := t.tabs.H2.At(i)
-	t.tabs.H2.Lock(&g, i)
+	t.tabs.H2.Lock(g, i)
 	s2.Chain.Remove(&e.N2)
 	t.tabs.H1.Slot(port).Chain.Remove(&e.N1)
 	if e.Group != nil {

@@ -1,6 +1,10 @@
 package hash2
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
 
 // XXH64 constants.
 const (
@@ -30,4 +34,10 @@ func xxh64x16(seed, w0, w1 uint64) uint64 {
 
 func round(w uint64) uint64 {
 	return bits.RotateLeft64(w*prime2, 31) * prime1
+}
+
+// Hash64 is the seeded 64-bit hash of a 16-byte address that the growing
+// tables key on: the same XXH64 of the address's bytes in network order.
+func Hash64(seed uint64, a sock.Addr16) uint64 {
+	return xxh64x16(seed, bits.ReverseBytes64(a.Hi), bits.ReverseBytes64(a.Lo))
 }

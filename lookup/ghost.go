@@ -15,9 +15,12 @@ import (
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func (t *Tables) Ghost(q *Query) *sock.Entry {
-	b := best{score: -1}
-	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
+func (t *Tables) Ghost(q *Query) *sock.Entry { return GhostScan(t.H1.Slot(q.DstPort).Chain.First(), q) }
+
+// GhostScan is Ghost over the primary chain that starts at n.
+func GhostScan(n *sock.Node, q *Query) *sock.Entry {
+	b := NewBest()
+	for ; n != nil; n = n.Next.Load() {
 		e := sock.Of(n, false)
 		if e.Port != q.DstPort || e.Flags&(sock.Is6|sock.V6Only|sock.HasV4|sock.Connected) != sock.Is6|sock.Connected || e.V4 != ipv6.Placeholder4 {
 			continue
@@ -40,11 +43,11 @@ func (t *Tables) Ghost(q *Query) *sock.Entry {
 		}
 		// Ties go to the socket bound last: Linux scans the port's
 		// primary chain, where a connect does not move a socket.
-		if s > b.score || (s == b.score && e.Sock.Bound > b.e.Sock.Bound) {
-			b.e, b.score = e, s
+		if s > b.Score || (s == b.Score && e.Sock.Bound > b.E.Sock.Bound) {
+			b.E, b.Score = e, s
 		}
 	}
-	return b.e
+	return b.E
 }
 
 // MayGhost reports whether a datagram that found no receiver should be

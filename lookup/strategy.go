@@ -29,25 +29,34 @@ type Tables struct {
 	Seed      uint64
 }
 
-// best tracks the winning candidate of a scan.
-type best struct {
-	e     *sock.Entry
-	score int
+// Best tracks the winning candidate of a search: the highest score, and
+// among equal scores the largest Seq (the most recently bound).
+type Best struct {
+	E     *sock.Entry
+	Score int
 }
 
-func (b *best) offer(e *sock.Entry, q *Query) {
+// NewBest returns a Best with no candidate.
+func NewBest() Best { return Best{Score: -1} }
+
+// Offer makes e the winner if it matches q and beats the current one.
+func (b *Best) Offer(e *sock.Entry, q *Query) {
 	s := Score(e, q)
-	if s < 0 || s < b.score {
+	if s < 0 || s < b.Score {
 		return
 	}
-	if s > b.score || b.e == nil || e.Seq > b.e.Seq {
-		b.e, b.score = e, s
+	if s > b.Score || b.E == nil || e.Seq > b.E.Seq {
+		b.E, b.Score = e, s
 	}
 }
 
-// scan offers every entry of the chain from n; secondary says which of
+// Exact reports whether the winner is bound to the destination address
+// itself: no wildcard candidate can beat it.
+func (b *Best) Exact() bool { return b.Score >= exactTier }
+
+// Scan offers every entry of the chain from n; secondary says which of
 // its entries' nodes the chain links.
-func (b *best) scan(n *sock.Node, secondary bool, q *Query) {
+func (b *Best) Scan(n *sock.Node, secondary bool, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.Of(n, secondary)
 		// A secondary chain also holds entries of other addresses whose
@@ -60,15 +69,15 @@ func (b *best) scan(n *sock.Node, secondary bool, q *Query) {
 				continue
 			}
 		}
-		b.offer(e, q)
+		b.Offer(e, q)
 	}
 }
 
 // OnePhase scans the primary chain of q's port.
 func (t *Tables) OnePhase(q *Query) *sock.Entry {
-	b := best{score: -1}
-	b.scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
-	return ReusePort(t.Seed, b.e, q)
+	b := NewBest()
+	b.Scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
+	return ReusePort(t.Seed, b.E, q)
 }
 
 // TwoPhase searches the exact-address secondary slot, then the wildcard
@@ -102,20 +111,20 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Entry, bool) {
 			return nil, false
 		}
 		seq := exact.Seq.Read()
-		b := best{score: -1}
-		b.scan(exact.Chain.First(), true, q)
-		if b.score >= exactTier || i == w {
-			return b.e, true
+		b := NewBest()
+		b.Scan(exact.Chain.First(), true, q)
+		if b.Exact() || i == w {
+			return b.E, true
 		}
 		if limit >= 0 && wild.Chain.Len() > limit {
 			return nil, false
 		}
-		b.scan(wild.Chain.First(), true, q)
+		b.Scan(wild.Chain.First(), true, q)
 		// A socket that connected meanwhile may have moved from the
 		// wildcard slot to the exact one after we searched the exact
 		// one; if so, search again.
 		if !exact.Seq.Changed(seq) {
-			return b.e, true
+			return b.E, true
 		}
 	}
 }

@@ -1,0 +1,55 @@
+// Package grow is udpdemux's default storage: tables that grow and shrink
+// with the sockets they hold, so that no shape a service builds makes a
+// lookup or a bind slow. It is an implementation package of udpdemux, with
+// no compatibility promise.
+//
+// # Structures
+//
+//   - ports: port → port record. A record holds every socket on the port in
+//     a chain (newest first), the port's lock, its move sequence count, its
+//     count of connected sockets, its SO_REUSEPORT groups and the summary
+//     that bind checks read. It exists while the port holds a socket.
+//   - addrs: (address key, port) → the unconnected sockets bound there.
+//   - conns: (local key, port, remote address, remote port) → the connected
+//     sockets with that 4-tuple: Linux 6.13's 4-tuple hash, searched first.
+//
+// addrs and conns map a key to its classes: sockets that any datagram
+// scores alike (same family flags, addresses, device, peer). A class is a
+// chain of entries through their secondary links, newest first (for the
+// 4-tuple table, most recently first-connected first), and the index holds
+// the head of each class. A lookup scores one head per class, never the
+// members behind it, so a thousand SO_REUSEADDR sockets on one address cost
+// what one does, and an SO_REUSEPORT group of any size costs one pick.
+// The three indexes are rhash maps: they resize while lookups run.
+//
+// # Lookups
+//
+// A lookup finds the port record. With at most Threshold sockets on the
+// port it scans the port's chain (one probe; Linux's primary-table path).
+// Otherwise it probes the 4-tuple table if the port has connected sockets
+// (an exact-address match there beats every unconnected socket), then the
+// exact-address key and, unless an exact-address socket matched, the
+// wildcard key. A connect moves a socket from addrs to conns: the writer
+// publishes it in its new place before removing it from the old one,
+// inside the port's sequence count, and a lookup that searched more than
+// one index re-runs if the count moved.
+//
+// # Writes and locks
+//
+// Every write concerns one port and holds that port record's lock, which
+// serializes all changes to the port's sockets, classes, groups and
+// summaries. Index slots have their own locks, taken inside the port lock
+// one at a time (two only while an rhash shrink merges a pair), and never
+// the other way round. A record found dead after locking (its last socket
+// left) is retried.
+//
+// # Bind checks
+//
+// A bind to an explicit port checks conflicts against the port's summary,
+// not its sockets: socket attributes that decide a conflict (reuse flags,
+// family, addresses, device, owner) are counted per class, indexed by IPv4
+// address, by IPv6 address, and — for wildcard binds, whose overlap does
+// not depend on the other side's address, only on its kind — with the
+// address left out. The answer is exactly the one a scan of every socket
+// on the port gives (bind.Conflicts on a representative of each class).
+package grow

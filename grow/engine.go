@@ -1,0 +1,157 @@
+package grow
+
+import (
+	"github.com/udpdemux/udpdemux/bind"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/rhash"
+)
+
+// Strategy thresholds: how many sockets a port may hold before lookups and
+// bind checks use the indexes instead of scanning the port's chain.
+const (
+	AlwaysScan  = math.MaxInt // one-phase
+	AlwaysIndex = -1          // two-phase
+)
+
+// addrKey keys the addrs index.
+type addrKey struct {
+	addr sock.Addr16
+	port uint16
+}
+
+// connKey keys the 4-tuple index.
+type connKey struct {
+	local, remote sock.Addr16
+	lport, rport  uint16
+}
+
+// heads is the newest entry of each class of one key, the first class
+// apart so that the common key with one class costs no extra load.
+type heads struct {
+	first *sock.Entry
+	rest  []*sock.Entry
+}
+
+// Port is one port's record. It exists while the port holds a socket.
+type Port struct {
+	// list chains every entry on the port through N1, newest first; its
+	// Seq counts moves of entries between indexes.
+	list  sock.Chain
+	nconn atomic.Int32 // connected entries on the port
+
+	mu     sync.Mutex
+	port   uint16
+	dead   bool                     // guarded by mu: no longer in ports
+	cc     summary                  // guarded by mu
+	groups map[groupKey]*sock.Group // guarded by mu
+}
+
+// Engine is the growing storage. Its methods that take a *Port expect it
+// locked, as LockBind and LockPort return it.
+type Engine struct {
+	ports *rhash.Map[uint16, *Port]
+	addrs *rhash.Map[addrKey, heads]
+	conns *rhash.Map[connKey, heads]
+
+	seed             uint64 // address hash seed
+	mulP, mulA, mulC uint64 // odd multipliers that finish each index's hash
+	wild             uint64 // hash2.Hash64 of the wildcard key
+	threshold        int
+	occ              *bind.Occupancy
+	flowSeed         uint64
+	entries          atomic.Int64
+}
+
+// New returns an empty engine. seeds must be random and secret: they keep
+// outsiders from aiming keys at one slot. threshold is the hybrid rule's
+// (AlwaysScan, AlwaysIndex for the other strategies); flowSeed seeds the
+// SO_REUSEPORT flow hash.
+// occ is the occupancy index the engine keeps for bind(0).
+func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
+	g := &Engine{
+		ports:     rhash.New[uint16, *Port](),
+		addrs:     rhash.New[addrKey, heads](),
+		conns:     rhash.New[connKey, heads](),
+		seed:      seeds[0],
+		mulP:      seeds[1] | 1,
+		mulA:      seeds[2] | 1,
+		mulC:      seeds[3] | 1,
+		threshold: threshold,
+		flowSeed:  flowSeed,
+		occ:       occ,
+	}
+	g.wild = hash2.Hash64(g.seed, sock.Wild4)
+	return g
+}
+
+// Len returns the number of entries linked.
+func (g *Engine) Len() int { return int(g.entries.Load()) }
+
+func (g *Engine) portHash(p uint16) uint64 { return (uint64(p) + g.seed) * g.mulP }
+
+// addrHash finishes the hash of (address, port) from the address's hash.
+func (g *Engine) addrHash(ah uint64, port uint16) uint64 {
+	return (ah ^ uint64(port)) * g.mulA
+}
+
+// connHash finishes the hash of a 4-tuple from its addresses' hashes.
+func (g *Engine) connHash(lh, rh uint64, lport, rport uint16) uint64 {
+	return (lh*g.mulA ^ rh ^ uint64(lport)<<16 ^ uint64(rport)) * g.mulC
+}
+
+func (g *Engine) hashAddr(a sock.Addr16) uint64 {
+	if a == sock.Wild4 {
+		return g.wild
+	}
+	return hash2.Hash64(g.seed, a)
+}
+
+// LockPort returns port p's record, locked, making one if p holds no
+// socket. Release it with Unlock.
+func (g *Engine) LockPort(p uint16) *Port {
+	h := g.portHash(p)
+	for {
+		pr, ok := g.ports.Get(h, p)
+		if !ok {
+			g.ports.Update(h, p, func(old *Port, ok bool) (*Port, bool) {
+				if !ok {
+					old = &Port{port: p}
+				}
+				pr = old
+				return old, true
+			})
+		}
+		pr.mu.Lock()
+		if !pr.dead {
+			return pr
+		}
+		pr.mu.Unlock()
+	}
+}
+
+// Unlock releases pr, dropping the record if its port holds no socket.
+func (g *Engine) Unlock(pr *Port) {
+	if pr.list.Len() == 0 && !pr.dead {
+		pr.dead = true
+		g.ports.Update(g.portHash(pr.port), pr.port, func(old *Port, ok bool) (*Port, bool) {
+			return nil, false
+		})
+	}
+	pr.mu.Unlock()
+}
+
+// port returns p's record for a lookup, or nil.
+func (g *Engine) port(p uint16) *Port {
+	pr, _ := g.ports.Get(g.portHash(p), p)
+	return pr
+}
+
+// Sizes reports the keys and slots of the three indexes, for statistics.
+func (g *Engine) Sizes() (ports, portSlots, addrs, addrSlots, conns, connSlots int) {
+	return g.ports.Len(), g.ports.Slots(), g.addrs.Len(), g.addrs.Slots(), g.conns.Len(), g.conns.Slots()
+}

@@ -1,0 +1,93 @@
+package grow
+
+import (
+	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Ports is what bind(0) needs: the range, the occupancy index (which the
+// engine keeps up to date) and the random source.
+type Ports struct {
+	Range *bind.Range
+	Occ   *bind.Occupancy
+	Rand  *bind.Rand
+}
+
+// Ephemeral chooses a port for n and returns its record locked, with
+// n.Port set, or nil if no port of the range is free for n.
+//
+// Like the fixed tables' default (bind.Ephemeral.Index), it picks
+// uniformly among the ports that hold no socket — a few random draws
+// first, then a count of the free ports and a pick among them — and fails
+// at once when every port holds a socket that blocks n. When every port is
+// used but some may be shared, it tries the ports of the range from a
+// random one by a random odd step, checking each against its port's
+// summary: O(range), as Linux's search is when the range is nearly full.
+func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
+	r := x.Range
+	remaining := int(r.High-r.Low) + 1
+	for range sampleTries {
+		p := r.Low + uint16(x.Rand.IntN(remaining))
+		if r.Allowed(p) && !x.Occ.InUse(p) {
+			if pr := g.takeFree(p, n, x.Occ); pr != nil {
+				return pr
+			}
+		}
+	}
+	for range indexTries {
+		free, unblocked := x.Occ.Census(r, n)
+		if free == 0 {
+			if !unblocked {
+				return nil
+			}
+			break
+		}
+		if p, ok := x.Occ.KthFree(r, x.Rand.IntN(free)); ok {
+			if pr := g.takeFree(p, n, x.Occ); pr != nil {
+				return pr
+			}
+		}
+	}
+	start := x.Rand.IntN(remaining)
+	step := 1 + x.Rand.IntN(remaining)
+	for gcd(step, remaining) != 1 {
+		step++ // a step prime to the range's size visits every port once
+	}
+	for i := range remaining {
+		p := r.Low + uint16((start+i*step)%remaining)
+		if !r.Allowed(p) {
+			continue
+		}
+		pr := g.LockPort(p)
+		n.Port = p
+		if !g.InUse(pr, n) {
+			return pr
+		}
+		g.Unlock(pr)
+	}
+	return nil
+}
+
+// Retry bounds of Ephemeral, as in package bind.
+const (
+	sampleTries = 4
+	indexTries  = 8
+)
+
+// takeFree locks p's record and keeps it for n if p still holds no socket.
+func (g *Engine) takeFree(p uint16, n *sock.Entry, occ *bind.Occupancy) *Port {
+	pr := g.LockPort(p)
+	if occ.Users(p) == 0 {
+		n.Port = p
+		return pr
+	}
+	g.Unlock(pr)
+	return nil
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

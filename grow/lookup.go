@@ -1,0 +1,126 @@
+package grow
+
+import (
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
+)
+
+// Lookup returns the entry that receives the unicast datagram q, and the
+// path it took. It takes no lock and does not allocate.
+func (g *Engine) Lookup(q *lookup.Query) (*sock.Entry, lookup.Path) {
+	pr := g.port(q.DstPort)
+	if pr == nil {
+		return nil, lookup.Primary
+	}
+	if pr.list.Len() <= g.threshold {
+		b := lookup.NewBest()
+		b.Scan(pr.list.First(), false, q)
+		return g.finish(pr, b.E, q), lookup.Primary
+	}
+	return g.finish(pr, g.indexed(pr, q, hash2.Hash64(g.seed, q.Key)), q), lookup.Secondary
+}
+
+// finish hands a winner in an SO_REUSEPORT group to its flow's member, and
+// tries the 127.0.0.6 fallback when nothing matched.
+func (g *Engine) finish(pr *Port, e *sock.Entry, q *lookup.Query) *sock.Entry {
+	if e == nil {
+		if lookup.MayGhost(q) {
+			return lookup.GhostScan(pr.list.First(), q)
+		}
+		return nil
+	}
+	return lookup.ReusePort(g.flowSeed, e, q)
+}
+
+// indexed searches the indexes for q, whose destination address hashes
+// to kh.
+func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Entry {
+	for {
+		seq := pr.list.Seq.Read()
+		b := lookup.NewBest()
+		if pr.nconn.Load() > 0 {
+			k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+				offer(&b, hd, q)
+				// A connected socket bound to the destination beats
+				// every unconnected one.
+				if b.Exact() {
+					return b.E
+				}
+			}
+		}
+		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); ok {
+			offer(&b, hd, q)
+		}
+		if !b.Exact() && q.Key != sock.Wild4 {
+			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+				offer(&b, hd, q)
+			}
+		}
+		if !pr.list.Seq.Changed(seq) {
+			return b.E
+		}
+	}
+}
+
+// offer scores the head of each class.
+func offer(b *lookup.Best, hd heads, q *lookup.Query) {
+	b.Offer(hd.first, q)
+	for _, e := range hd.rest {
+		b.Offer(e, q)
+	}
+}
+
+// Multicast appends every entry that receives the multicast or broadcast
+// datagram q to rs, each once, from a consistent view.
+func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
+	pr := g.port(q.DstPort)
+	if pr == nil {
+		return rs, lookup.Primary
+	}
+	if pr.list.Len() <= g.threshold {
+		for n := pr.list.First(); n != nil; n = n.Next.Load() {
+			if e := sock.Of(n, false); lookup.Matches(e, q) {
+				rs = append(rs, e)
+			}
+		}
+		return rs, lookup.Primary
+	}
+	kh := hash2.Hash64(g.seed, q.Key)
+	base := len(rs)
+	for {
+		rs = rs[:base]
+		seq := pr.list.Seq.Read()
+		if pr.nconn.Load() > 0 {
+			k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+				rs = members(rs, hd, q)
+			}
+		}
+		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); ok {
+			rs = members(rs, hd, q)
+		}
+		if q.Key != sock.Wild4 {
+			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+				rs = members(rs, hd, q)
+			}
+		}
+		if !pr.list.Seq.Changed(seq) {
+			return rs, lookup.Secondary
+		}
+	}
+}
+
+// members appends every member of the classes of hd that matches q.
+func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
+	for i := range hd.len() {
+		if !lookup.Matches(hd.at(i), q) {
+			continue // a class matches or not as a whole
+		}
+		for n := &hd.at(i).N2; n != nil; n = n.Next.Load() {
+			rs = append(rs, sock.Of(n, true))
+		}
+	}
+	return rs
+}

@@ -1,0 +1,175 @@
+package grow
+
+import (
+	"fmt"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Verify checks the engine's invariants, calling bad for each violation:
+// every entry on a port's chain is its socket's current state and the
+// member of exactly one class, under its own key, in the index its state
+// calls for; classes are newest first and their heads are in the index;
+// no index holds an entry that is on no port; the port's connected count,
+// summary and groups match its entries. Call it when no write is in
+// flight. It returns the entries on the ports' chains.
+func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
+	onPort := map[*sock.Entry]bool{}
+	g.ports.All(func(p uint16, pr *Port) bool {
+		if pr.port != p || pr.dead {
+			bad("port record %d: holds port %d, dead %v", p, pr.port, pr.dead)
+		}
+		if v := pr.list.Seq.Read(); v&1 != 0 {
+			bad("port %d: move in progress", p)
+		}
+		var want summary
+		nconn := 0
+		groups := map[groupKey][]*sock.Entry{}
+		n := 0
+		for x := pr.list.First(); x != nil; x = x.Next.Load() {
+			e := sock.Of(x, false)
+			n++
+			if e.Port != p {
+				bad("port %d holds an entry of port %d", p, e.Port)
+			}
+			if onPort[e] {
+				bad("entry %v:%d twice on the ports", e.LocalAddr(), e.Port)
+			}
+			onPort[e] = true
+			if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
+				bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
+			}
+			if e.Has(sock.Connected) {
+				nconn++
+			}
+			want.add(e, 1)
+			if e.Group != nil {
+				groups[groupOf(e)] = append(groups[groupOf(e)], e)
+			} else if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+				bad("entry %v:%d has no group", e.LocalAddr(), e.Port)
+			}
+			if !g.inClass(e) {
+				bad("entry %v:%d is not in its index", e.LocalAddr(), e.Port)
+			}
+		}
+		if n == 0 {
+			bad("port %d: empty record kept", p)
+		}
+		if n != pr.list.Len() {
+			bad("port %d: count %d, chain %d", p, pr.list.Len(), n)
+		}
+		if int(pr.nconn.Load()) != nconn {
+			bad("port %d: %d connected counted, %d on the chain", p, pr.nconn.Load(), nconn)
+		}
+		if !sameSummary(&want, &pr.cc) {
+			bad("port %d: bind-check summary differs from its sockets", p)
+		}
+		if len(groups) != len(pr.groups) {
+			bad("port %d: %d groups, %d expected", p, len(pr.groups), len(groups))
+		}
+		for k, ms := range groups {
+			grp := pr.groups[k]
+			if grp == nil || grp.Len() != len(ms) {
+				bad("port %d: group of %d members wrong", p, len(ms))
+				continue
+			}
+			for _, m := range ms {
+				if m.Group != grp {
+					bad("port %d: member of another group", p)
+				}
+			}
+		}
+		return true
+	})
+	if len(onPort) != g.Len() {
+		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
+	}
+	check := func(what string, hd heads) {
+		for i := range hd.len() {
+			prevSeq := ^uint64(0)
+			for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
+				e := sock.Of(x, true)
+				if !onPort[e] {
+					bad("%s holds %v:%d, which is on no port", what, e.LocalAddr(), e.Port)
+				}
+				if !sameClass(e, hd.at(i)) || e.Seq > prevSeq {
+					bad("%s: class of %v:%d out of order or mixed", what, e.LocalAddr(), e.Port)
+				}
+				prevSeq = e.Seq
+			}
+		}
+	}
+	g.addrs.All(func(k addrKey, hd heads) bool { check(fmt.Sprintf("address index %v", k), hd); return true })
+	g.conns.All(func(k connKey, hd heads) bool { check(fmt.Sprintf("4-tuple index %v", k), hd); return true })
+	return onPort
+}
+
+// inClass reports whether e is in the class chain of its key.
+func (g *Engine) inClass(e *sock.Entry) bool {
+	key := e.Key()
+	kh := g.hashAddr(key)
+	var hd heads
+	var ok bool
+	if e.Has(sock.Connected) {
+		hd, ok = g.conns.Get(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort),
+			connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort})
+	} else {
+		hd, ok = g.addrs.Get(g.addrHash(kh, e.Port), addrKey{key, e.Port})
+	}
+	if !ok {
+		return false
+	}
+	for i := range hd.len() {
+		var prev *sock.Node
+		for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
+			if x.Prev != prev {
+				return false // broken back link
+			}
+			if sock.Of(x, true) == e {
+				return true
+			}
+			prev = x
+		}
+	}
+	return false
+}
+
+func sameSummary(a, b *summary) bool {
+	if len(a.byV4) != len(b.byV4) || len(a.byV6) != len(b.byV6) || !sameClasses(&a.wild, &b.wild) {
+		return false
+	}
+	for k, cs := range a.byV4 {
+		if o := b.byV4[k]; o == nil || !sameClasses(cs, o) {
+			return false
+		}
+	}
+	for k, cs := range a.byV6 {
+		if o := b.byV6[k]; o == nil || !sameClasses(cs, o) {
+			return false
+		}
+	}
+	return true
+}
+
+func sameClasses(a, b *classes) bool {
+	count := func(cs *classes) map[attrs]int {
+		m := map[attrs]int{}
+		if cs.first.n > 0 {
+			m[cs.first.a] += cs.first.n
+		}
+		for _, c := range cs.more {
+			m[c.a] += c.n
+		}
+		return m
+	}
+	ma, mb := count(a), count(b)
+	if len(ma) != len(mb) {
+		return false
+	}
+	for k, v := range ma {
+		if mb[k] != v {
+			return false
+		}
+	}
+	return true
+}

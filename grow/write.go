@@ -1,0 +1,234 @@
+package grow
+
+import (
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// groupKey says which SO_REUSEPORT group an unconnected ReusePort entry
+// joins: same address, port (that of its record), device, family, V6Only
+// and owner.
+type groupKey struct {
+	v4    uint32
+	v6    sock.Addr16
+	dev   int32
+	owner uint32
+	flags uint8
+}
+
+func groupOf(e *sock.Entry) groupKey {
+	return groupKey{e.V4, e.V6, e.Device, e.Owner, e.Flags & (sock.Is6 | sock.V6Only)}
+}
+
+// InUse reports whether a socket on pr's port conflicts with n.
+func (g *Engine) InUse(pr *Port, n *sock.Entry) bool { return pr.cc.inUse(n) }
+
+// Link publishes a new entry e on pr's port.
+func (g *Engine) Link(pr *Port, e *sock.Entry) {
+	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+		k := groupOf(e)
+		grp := pr.groups[k]
+		if grp == nil {
+			grp = new(sock.Group)
+			if pr.groups == nil {
+				pr.groups = map[groupKey]*sock.Group{}
+			}
+			pr.groups[k] = grp
+		}
+		e.Group = grp
+		grp.Add(e)
+	}
+	// Counted before it is published: a lookup that skips the 4-tuple
+	// table must not miss it there.
+	if e.Has(sock.Connected) {
+		pr.nconn.Add(1)
+	}
+	g.insert(e)
+	pr.list.PushFront(&e.N1)
+	pr.cc.add(e, 1)
+	g.occ.Add(e)
+	g.entries.Add(1)
+}
+
+// Replace puts e, a new state of old's socket, in old's place: a connect.
+// e is published in its index before old leaves its own, inside the
+// port's sequence count, so that a lookup searching both notices the move.
+func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
+	pr.list.Seq.Begin()
+	if e.Has(sock.Connected) {
+		pr.nconn.Add(1) // before publication, as in Link
+	}
+	g.insert(e)
+	pr.list.Replace(&old.N1, &e.N1)
+	g.remove(old)
+	if old.Has(sock.Connected) {
+		pr.nconn.Add(-1)
+	}
+	pr.list.Seq.End()
+	if old.Group != nil {
+		g.leave(pr, old)
+	}
+	pr.cc.add(old, -1)
+	pr.cc.add(e, 1)
+	g.occ.Remove(old)
+	g.occ.Add(e)
+}
+
+// Unlink removes e: a close.
+func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
+	g.remove(e)
+	pr.list.Remove(&e.N1)
+	if e.Group != nil {
+		g.leave(pr, e)
+	}
+	if e.Has(sock.Connected) {
+		pr.nconn.Add(-1)
+	}
+	pr.cc.add(e, -1)
+	g.occ.Remove(e)
+	g.entries.Add(-1)
+}
+
+func (g *Engine) leave(pr *Port, e *sock.Entry) {
+	if e.Group.Remove(e) == 0 {
+		delete(pr.groups, groupOf(e))
+	}
+}
+
+// classFlags are the flags a datagram's score depends on.
+const classFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6 | sock.Connected | sock.Hash4
+
+// sameClass reports whether every datagram scores a and b alike.
+func sameClass(a, b *sock.Entry) bool {
+	return a.Flags&classFlags == b.Flags&classFlags && a.V4 == b.V4 && a.V6 == b.V6 &&
+		a.Device == b.Device && a.Remote == b.Remote && a.RemotePort == b.RemotePort
+}
+
+func (hd heads) at(i int) *sock.Entry {
+	if i == 0 {
+		return hd.first
+	}
+	return hd.rest[i-1]
+}
+
+func (hd heads) len() int {
+	if hd.first == nil {
+		return 0
+	}
+	return 1 + len(hd.rest)
+}
+
+// with returns hd with the head of class i set to e (a new class if i is
+// hd.len()), or removed if e is nil; the rest slice is copied, never
+// changed in place, since lookups read it.
+func (hd heads) with(i int, e *sock.Entry) heads {
+	n := hd.len()
+	all := make([]*sock.Entry, 0, n+1)
+	for j := range n {
+		all = append(all, hd.at(j))
+	}
+	switch {
+	case i == n:
+		all = append(all, e)
+	case e == nil:
+		all = append(all[:i], all[i+1:]...)
+	default:
+		all[i] = e
+	}
+	if len(all) == 0 {
+		return heads{}
+	}
+	out := heads{first: all[0]}
+	if len(all) > 1 {
+		out.rest = all[1:]
+	}
+	return out
+}
+
+// update runs f on e's key in its index (conns if connected, else addrs).
+func (g *Engine) update(e *sock.Entry, f func(heads) heads) {
+	key := e.Key()
+	kh := g.hashAddr(key)
+	if e.Has(sock.Connected) {
+		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
+		h := g.connHash(kh, hash2Remote(g, e.Remote), e.Port, e.RemotePort)
+		g.conns.Update(h, k, func(old heads, _ bool) (heads, bool) {
+			hd := f(old)
+			return hd, hd.first != nil
+		})
+		return
+	}
+	g.addrs.Update(g.addrHash(kh, e.Port), addrKey{key, e.Port}, func(old heads, _ bool) (heads, bool) {
+		hd := f(old)
+		return hd, hd.first != nil
+	})
+}
+
+func hash2Remote(g *Engine, a sock.Addr16) uint64 { return g.hashAddr(a) }
+
+// insert links e into its class, keeping the class newest first (by Seq:
+// for the 4-tuple table, the order of first connects). The caller holds
+// the port lock, which guards every class chain of the port.
+func (g *Engine) insert(e *sock.Entry) {
+	g.update(e, func(hd heads) heads {
+		for i := range hd.len() {
+			x := hd.at(i)
+			if !sameClass(x, e) {
+				continue
+			}
+			if e.Seq >= x.Seq {
+				e.N2.Prev = nil
+				e.N2.Next.Store(&x.N2)
+				x.N2.Prev = &e.N2
+				return hd.with(i, e)
+			}
+			// Behind the head: a reconnect to a first 4-tuple. Find its
+			// place and link it there; the heads do not change.
+			prev := x
+			for {
+				nx := prev.N2.Next.Load()
+				if nx == nil || sock.Of(nx, true).Seq <= e.Seq {
+					e.N2.Prev = &prev.N2
+					e.N2.Next.Store(nx)
+					if nx != nil {
+						nx.Prev = &e.N2
+					}
+					prev.N2.Next.Store(&e.N2)
+					return hd
+				}
+				prev = sock.Of(nx, true)
+			}
+		}
+		e.N2.Prev = nil
+		e.N2.Next.Store(nil)
+		return hd.with(hd.len(), e)
+	})
+}
+
+// remove unlinks e from its class. e keeps its next link, so that a
+// lookup standing on it carries on.
+func (g *Engine) remove(e *sock.Entry) {
+	if p := e.N2.Prev; p != nil {
+		// Not a head: the index does not change.
+		nx := e.N2.Next.Load()
+		p.Next.Store(nx)
+		if nx != nil {
+			nx.Prev = p
+		}
+		e.N2.Prev = nil
+		return
+	}
+	g.update(e, func(hd heads) heads {
+		for i := range hd.len() {
+			if hd.at(i) != e {
+				continue
+			}
+			nx := e.N2.Next.Load()
+			if nx == nil {
+				return hd.with(i, nil)
+			}
+			nx.Prev = nil
+			return hd.with(i, sock.Of(nx, true))
+		}
+		return hd
+	})
+}
