@@ -51,7 +51,7 @@ func benchShape(b *testing.B, sh *suite.Shape, sets []string, skip func(suite.Ta
 func BenchmarkSamePort(b *testing.B) {
 	for _, n := range []int{256, 512, 4096, 65536} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			benchShape(b, suite.SamePort(n, slots, seed), []string{"bound", "wildcard"}, nil)
+			benchShape(b, suite.SamePort(n, slots, seed), []string{suite.SetBound, suite.SetWildcard}, nil)
 		})
 	}
 }
@@ -59,7 +59,7 @@ func BenchmarkSamePort(b *testing.B) {
 // BenchmarkDistinctPorts is scenario 2: 65 000 sockets on 0.0.0.0 at
 // distinct ports.
 func BenchmarkDistinctPorts(b *testing.B) {
-	benchShape(b, suite.DistinctPorts(65000, slots, seed), []string{"bound"}, nil)
+	benchShape(b, suite.DistinctPorts(65000, slots, seed), []string{suite.SetBound}, nil)
 }
 
 // BenchmarkPerPort is scenario 3: 32 768 sockets, k per port, for k from
@@ -67,7 +67,7 @@ func BenchmarkDistinctPorts(b *testing.B) {
 func BenchmarkPerPort(b *testing.B) {
 	for _, k := range []int{1, 2, 4, 8, 10, 11, 12, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096} {
 		b.Run(fmt.Sprint(k), func(b *testing.B) {
-			benchShape(b, suite.PerPort(32768, k, slots, seed), []string{"bound"}, nil)
+			benchShape(b, suite.PerPort(32768, k, slots, seed), []string{suite.SetBound}, nil)
 		})
 	}
 }
@@ -75,7 +75,7 @@ func BenchmarkPerPort(b *testing.B) {
 // BenchmarkMixed is scenario 4: a DNS forwarder with 16 service
 // addresses, 8 connected peers and 50 000 connected client sockets.
 func BenchmarkMixed(b *testing.B) {
-	benchShape(b, suite.Mixed(50000, slots, seed), []string{"queries", "replies", "peers", "mix"}, nil)
+	benchShape(b, suite.Mixed(50000, slots, seed), []string{suite.SetQueries, suite.SetReplies, suite.SetPeers, suite.SetMix}, nil)
 }
 
 // BenchmarkScale is scenario 5's lookups: shapes 1 and 2 from 1 000
@@ -83,14 +83,14 @@ func BenchmarkMixed(b *testing.B) {
 func BenchmarkScale(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000, 1000000} {
 		b.Run(fmt.Sprint("same-port/", n), func(b *testing.B) {
-			benchShape(b, suite.SamePort(n, slots, seed), []string{"bound"}, func(t suite.Target) bool {
+			benchShape(b, suite.SamePort(n, slots, seed), []string{suite.SetBound}, func(t suite.Target) bool {
 				return t == suite.OnePhase && n > 65536
 			})
 		})
 	}
 	for _, n := range []int{1000, 10000, 65000} {
 		b.Run(fmt.Sprint("distinct-ports/", n), func(b *testing.B) {
-			benchShape(b, suite.DistinctPorts(n, slots, seed), []string{"bound"}, nil)
+			benchShape(b, suite.DistinctPorts(n, slots, seed), []string{suite.SetBound}, nil)
 		})
 	}
 }

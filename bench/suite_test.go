@@ -66,7 +66,7 @@ func TestParallelAndReproducer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := f.(suite.Paralleler).Parallel(0, 2, 50*time.Millisecond, suite.FlatOutWriter)
+		r, err := suite.Parallel(f, 0, 2, 50*time.Millisecond, suite.FlatOutWriter)
 		f.Close()
 		if err != nil || r.Wrong > 0 || r.Lookups == 0 || r.WriterOps == 0 {
 			t.Errorf("%s: %+v, %v", tg.Name, r, err)

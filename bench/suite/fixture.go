@@ -35,8 +35,8 @@ var (
 	OnePhase = Target{"one-phase", KindDemux, demux.OnePhase}
 	TwoPhase = Target{"two-phase", KindDemux, demux.TwoPhase}
 	Hybrid   = Target{"hybrid", KindDemux, demux.Hybrid}
-	GVisor   = Target{"gvisor", KindGVisor, 0}
-	Floor    = Target{"map", KindMap, 0}
+	GVisor   = Target{"gVisor", KindGVisor, 0}
+	Floor    = Target{"map floor", KindMap, 0}
 
 	// Targets lists them all, in the order of the tables.
 	Targets = []Target{OnePhase, TwoPhase, Hybrid, GVisor, Floor}
@@ -81,6 +81,16 @@ type Fixture interface {
 	// Check looks up the first max datagrams of set i (all if max ≤ 0)
 	// and fails if one finds the wrong socket.
 	Check(i, max int) error
+	// Looker returns the number of datagrams of set i and a function
+	// that looks up count of them from index from, returning how many
+	// found the wrong socket; it may run on several goroutines at once.
+	Looker(i int) (n int, look func(from, count int) (wrong uint64))
+	// Writer returns a function that binds and closes the next of the
+	// shape's churn sockets, or nil if the contender cannot be written
+	// while it is read.
+	Writer() func() error
+	// Verify checks the contender's invariants, where it has a way to.
+	Verify() error
 	// Close releases the fixture.
 	Close()
 }
@@ -200,6 +210,9 @@ func (f *demuxFixture) Check(i, max int) error {
 	return nil
 }
 
+// Verify implements Fixture: the table's own invariant check.
+func (f *demuxFixture) Verify() error { return f.t.Verify() }
+
 // Close implements the fixture interface.
 func (f *demuxFixture) Close() {}
 
@@ -297,6 +310,9 @@ func (f *gvisorFixture) Check(i, max int) error {
 	return nil
 }
 
+// Verify implements Fixture; gVisor offers no invariant check.
+func (f *gvisorFixture) Verify() error { return nil }
+
 // Close implements the fixture interface.
 func (f *gvisorFixture) Close() {
 	f.d.Close()
@@ -366,6 +382,9 @@ func (f *mapFixture[K]) Check(i, max int) error {
 	}
 	return nil
 }
+
+// Verify implements Fixture; a map has nothing to check.
+func (f *mapFixture[K]) Verify() error { return nil }
 
 // Close implements the fixture interface.
 func (f *mapFixture[K]) Close() {}

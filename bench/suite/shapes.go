@@ -95,6 +95,16 @@ func (sh *Shape) SetIndex(name string) int {
 	return -1
 }
 
+// The names of the shapes' datagram sets.
+const (
+	SetBound    = "bound"    // to the bound sockets
+	SetWildcard = "wildcard" // to addresses only a wildcard socket serves
+	SetQueries  = "queries"  // the mixed shape's queries to the service
+	SetReplies  = "replies"  // the mixed shape's replies to its clients
+	SetPeers    = "peers"    // the mixed shape's connected peers
+	SetMix      = "mix"      // the mixed shape's blend of the three
+)
+
 // Port of the same-port shape, and of the mixed shape's service.
 const (
 	SamePortPort = 4242
@@ -155,7 +165,7 @@ func SamePort(n, slots int, seed uint64) *Shape {
 		dst := netip.AddrPortFrom(addr4(172, 16<<16|r.IntN(1<<16)), SamePortPort)
 		wild[j] = Datagram{Src: randomSrc(r), Dst: dst, Want: int32(n)}
 	}
-	sh.Sets = []Set{{"bound", toBound(r, sh, n)}, {"wildcard", wild}}
+	sh.Sets = []Set{{SetBound, toBound(r, sh, n)}, {SetWildcard, wild}}
 	// The writer binds 11.0.0.0/16 on the same port: the same primary
 	// chain, other secondary slots.
 	for i := range 1024 {
@@ -182,7 +192,7 @@ func DistinctPorts(n, slots int, seed uint64) *Shape {
 	for j, i := range idx {
 		ds[j] = Datagram{Src: randomSrc(r), Dst: netip.AddrPortFrom(dst, sh.Socks[i].Local.Port()), Want: int32(i)}
 	}
-	sh.Sets = []Set{{"bound", ds}}
+	sh.Sets = []Set{{SetBound, ds}}
 	// The writer binds the ports from 65200 up, which the shape leaves free.
 	for p := 65200; p <= 65535; p++ {
 		sh.Churn = append(sh.Churn, Sock{Local: netip.AddrPortFrom(any4, uint16(p))})
@@ -206,7 +216,7 @@ func PerPort(total, perPort, slots int, seed uint64) *Shape {
 			sh.Socks = append(sh.Socks, Sock{Local: netip.AddrPortFrom(addr4(10, a+1), uint16(1000+p))})
 		}
 	}
-	sh.Sets = []Set{{"bound", toBound(r, sh, len(sh.Socks))}}
+	sh.Sets = []Set{{SetBound, toBound(r, sh, len(sh.Socks))}}
 	return sh
 }
 
@@ -281,6 +291,6 @@ func Mixed(clients, slots int, seed uint64) *Shape {
 			mix = append(mix, peers[r.IntN(len(peers))])
 		}
 	}
-	sh.Sets = []Set{{"queries", queries}, {"replies", replies}, {"peers", peers}, {"mix", mix}}
+	sh.Sets = []Set{{SetQueries, queries}, {SetReplies, replies}, {SetPeers, peers}, {SetMix, mix}}
 	return sh
 }

@@ -50,7 +50,7 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 		if skip != nil && skip(t) {
 			continue
 		}
-		r.progress(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
+		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 		f, cost, err := suite.Prepare(t, sh, o)
 		if err != nil {
 			r.fail("%v", err)
@@ -73,32 +73,44 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 }
 
 // lookupHeader is the header of a lookup table whose first column is
-// named first.
-func lookupHeader(first string) []string {
-	return []string{first, "one-phase", "two-phase", "hybrid", "gVisor", "map floor", "hybrid vs gVisor"}
+// named first, with a column per contender of ts (the map floor last) and
+// one comparing main with gVisor.
+func lookupHeader(first string, ts []suite.Target, main suite.Target) []string {
+	h := []string{first}
+	for _, t := range ts {
+		h = append(h, t.Name)
+	}
+	return append(h, main.Name+" vs gVisor")
+}
+
+// lookupColumns explains the columns of a lookup table.
+func lookupColumns(ts []suite.Target, main suite.Target) string {
+	return fmt.Sprintf("Columns: each contender's time per lookup (lower is better), with in parentheses how many times "+
+		"the map floor's time it takes; *map floor*: one probe of a Go map with the receiving socket's exact key; "+
+		"*%s vs gVisor*: how many times faster (or slower) %s is than gVisor. — means not measured.", main.Name, main.Name)
 }
 
 // lookupRow formats one row: each contender's time per lookup with its
-// ratio to the floor, and how much faster hybrid is than gVisor.
-func lookupRow(label string, get func(target string) meas) []string {
+// ratio to the floor, and how main compares with gVisor.
+func lookupRow(label string, ts []suite.Target, main suite.Target, get func(target string) meas) []string {
 	floor := get(suite.Floor.Name)
 	row := []string{label}
-	for _, t := range []suite.Target{suite.OnePhase, suite.TwoPhase, suite.Hybrid, suite.GVisor} {
+	for _, t := range ts {
 		m := get(t.Name)
-		if !m.ok {
+		switch {
+		case !m.ok:
 			row = append(row, "—")
-			continue
+		case t == suite.Floor:
+			row = append(row, fmtNs(m.ns))
+		case floor.ok:
+			row = append(row, fmtNs(m.ns)+" ("+fmtX(m.ns/floor.ns)+")")
+		default:
+			row = append(row, fmtNs(m.ns))
 		}
-		c := fmtNs(m.ns)
-		if floor.ok {
-			c += " (" + fmtX(m.ns/floor.ns) + ")"
-		}
-		row = append(row, c)
 	}
-	row = append(row, fmtNs(floor.ns))
-	h, g := get(suite.Hybrid.Name), get(suite.GVisor.Name)
+	h, g := get(main.Name), get(suite.GVisor.Name)
 	if h.ok && g.ok {
-		row = append(row, fmtX(g.ns/h.ns)+" faster")
+		row = append(row, fmtFaster(g.ns/h.ns))
 	} else {
 		row = append(row, "—")
 	}
