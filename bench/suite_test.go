@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/udpdemux/udpdemux/bench/suite"
+	"github.com/udpdemux/udpdemux/demux"
 )
 
 // TestContendersAgree loads small versions of every lookup shape into
@@ -17,9 +21,13 @@ func TestContendersAgree(t *testing.T) {
 		suite.DistinctPorts(2000, 1024, seed),
 		suite.PerPort(2048, 16, 256, seed),
 		suite.Mixed(1000, 1024, seed),
+		suite.Connected(300, seed),
+		suite.ReusePortGroup(200, seed),
+		suite.Aliased(300, false, seed),
+		suite.Aliased(300, true, seed),
 	}
 	for _, sh := range shapes {
-		for _, tg := range suite.Targets {
+		for _, tg := range append(suite.Targets, suite.Default, suite.Fixed4096) {
 			f, _, err := suite.Prepare(tg, sh, suite.Options{})
 			if err != nil {
 				t.Errorf("%s on %s: %v", tg.Name, sh.Name, err)
@@ -78,4 +86,69 @@ func TestParallelAndReproducer(t *testing.T) {
 			t.Errorf("reproducer %s: %+v, %v", tg.Name, r, err)
 		}
 	}
+}
+
+// TestMixedSharedPorts checks the mixed shape past one client per port:
+// every client keeps a 4-tuple of its own, and every contender agrees.
+func TestMixedSharedPorts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("binds 56 000 sockets per contender")
+	}
+	sh := suite.Mixed(56000, 0, seed)
+	seen := map[[2]string]bool{}
+	for _, s := range sh.Socks {
+		k := [2]string{s.Key().String(), s.Remote.String()}
+		require.False(t, seen[k], "two sockets with the 4-tuple %v", k)
+		seen[k] = true
+	}
+	for _, tg := range []suite.Target{suite.Default, suite.GVisor, suite.Floor} {
+		f, _, err := suite.Prepare(tg, sh, suite.Options{})
+		require.NoError(t, err, tg.Name)
+		for i, set := range sh.Sets {
+			assert.NoError(t, f.Check(i, 0), "%s, set %s", tg.Name, set.Name)
+		}
+		f.Close()
+	}
+}
+
+// TestWritesAtSize checks that binding, connecting and closing more
+// sockets works on every contender, and that the batch lookup finds what
+// single lookups find.
+func TestWritesAtSize(t *testing.T) {
+	sh := suite.Connected(500, seed)
+	for _, tg := range []suite.Target{suite.Default, suite.Fixed4096, suite.GVisor, suite.Floor} {
+		f, _, err := suite.Prepare(tg, sh, suite.Options{})
+		require.NoError(t, err, tg.Name)
+		bind, cl, err := f.(suite.Churner).Churn(sh.Churn)
+		require.NoError(t, err, tg.Name)
+		assert.Positive(t, bind, tg.Name)
+		assert.Positive(t, cl, tg.Name)
+		if d, ok := f.(interface{ Table() *demux.Table[int32] }); ok {
+			assert.Equal(t, len(sh.Socks), d.Table().Len(), "%s: the churn left sockets behind", tg.Name)
+			assert.NoError(t, f.Verify())
+		}
+		for i := range sh.Sets {
+			assert.NoError(t, f.Check(i, 0), "%s after the churn", tg.Name)
+			if b, ok := f.(suite.Batcher); ok {
+				assert.NoError(t, b.CheckBatch(i, 0), "%s batch", tg.Name)
+			}
+		}
+		f.Close()
+	}
+}
+
+// TestBudget checks that a build past its budget gives up with ErrBudget.
+func TestBudget(t *testing.T) {
+	_, _, err := suite.Prepare(suite.Default, suite.SamePort(4096, 0, seed), suite.Options{Budget: time.Nanosecond})
+	assert.ErrorIs(t, err, suite.ErrBudget)
+}
+
+// TestResize grows a small table under lookups: no lookup may miss.
+func TestResize(t *testing.T) {
+	r, err := suite.Resize(100, 5000, 2, seed)
+	require.NoError(t, err)
+	assert.Zero(t, r.Wrong)
+	assert.Positive(t, r.Lookups)
+	assert.Positive(t, r.LookupsAtSize)
+	assert.Positive(t, r.Worst)
 }

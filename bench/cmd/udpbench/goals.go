@@ -37,6 +37,8 @@ func limit(text string, ps []place, atMost bool, max float64, show func(float64)
 	worst, at := math.NaN(), ""
 	for _, p := range ps {
 		switch {
+		case math.IsNaN(p.v) && p.label == "":
+			missing = append(missing, "the figure")
 		case math.IsNaN(p.v):
 			missing = append(missing, p.label)
 		case math.IsNaN(worst), atMost && p.v > worst, !atMost && p.v < worst:
@@ -59,6 +61,9 @@ func limit(text string, ps []place, atMost bool, max float64, show func(float64)
 		parts = append(parts, "nothing to judge")
 		g.verdict = notMeasured
 	case len(missing) > 0:
+		if len(missing) > 3 {
+			missing = append(missing[:3], fmt.Sprintf("and %d more", len(missing)-3))
+		}
 		parts = append(parts, "NOT MEASURED: "+strings.Join(missing, "; "))
 		g.verdict = notMeasured
 	case atMost && worst <= max, !atMost && worst >= max:

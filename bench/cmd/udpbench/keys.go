@@ -23,6 +23,8 @@ const (
 	worstNs                   // the worst single lookup
 	medianNs                  // the median single lookup
 	crossoverK                // sockets per port from which two-phase wins
+	allocsPerOp               // allocations per lookup
+	ratioX                    // a ratio between two figures
 )
 
 // key names one figure of a run. Scenarios record figures and goals read
@@ -59,6 +61,8 @@ func (r *runner) record(base key, res *result) {
 				k := base
 				k.set, k.target, k.m = set, t, lookupNs
 				r.vals[k] = m.ns
+				k.m = allocsPerOp
+				r.vals[k] = m.allocs
 			}
 		}
 	}

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
@@ -42,6 +44,13 @@ func (res *result) get(set, target string) meas {
 // lookups loads sh into each target, checks it on the named sets and
 // times them. skip says which targets not to run (they get no figure).
 func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options, skip func(suite.Target) bool) *result {
+	return r.lookupsThen(sh, sets, targets, o, skip, nil)
+}
+
+// lookupsThen is lookups that also calls after, if not nil, with each
+// target's fixture once its lookups are timed, before it is closed.
+func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
+	skip func(suite.Target) bool, after func(suite.Target, suite.Fixture)) *result {
 	res := &result{shape: sh, m: map[string]map[string]meas{}, cost: map[string]suite.Cost{}}
 	for _, s := range sets {
 		res.m[s] = map[string]meas{}
@@ -52,6 +61,10 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 		}
 		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 		f, cost, err := suite.Prepare(t, sh, o)
+		if errors.Is(err, suite.ErrBudget) {
+			r.notMeasured("%v", err)
+			continue
+		}
 		if err != nil {
 			r.fail("%v", err)
 			continue
@@ -65,11 +78,31 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 			}
 			res.m[s][t.Name] = r.bench(fmt.Sprintf("%s %s %s", sh.Name, s, t.Name), f.Bench(i))
 		}
+		if after != nil {
+			after(t, f)
+		}
 		f.Close()
 		f = nil
 		runtime.GC()
 	}
 	return res
+}
+
+// buildBudget is the longest a scenario may spend building one table.
+func (r *runner) buildBudget() time.Duration {
+	if r.c.quick {
+		return 15 * time.Second
+	}
+	return 60 * time.Second
+}
+
+// notMeasured reports, in the current section, on stderr and under the
+// goals, a measurement that was given up.
+func (r *runner) notMeasured(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	r.progress("NOT MEASURED: %s", s)
+	r.printf("**Not measured:** %s.\n\n", s)
+	r.notes = append(r.notes, "Not measured: "+s)
 }
 
 // lookupHeader is the header of a lookup table whose first column is

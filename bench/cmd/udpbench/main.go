@@ -57,7 +57,7 @@ func main() {
 		fatal(err)
 	}
 	r := newRunner(c)
-	for _, s := range registered() {
+	for _, s := range runnable() {
 		if slices.Contains(c.scenarios, s.id) {
 			r.begin(s)
 			s.run(r)
@@ -91,7 +91,7 @@ func parseFlags() (config, error) {
 		seed   = flag.Uint64("seed", 2009, "seed of the shapes' random addresses, ports and lookup orders")
 		kernel = flag.Bool("kernel", true, "measure the Linux kernel's bind(0) in a network namespace (needs root)")
 	)
-	for _, s := range registered() {
+	for _, s := range runnable() {
 		names = append(names, string(s.id))
 	}
 	flag.BoolVar(&c.quick, "quick", false, "run a small version of everything (for CI; prints only the goals' verdicts)")
@@ -101,7 +101,7 @@ func parseFlags() (config, error) {
 	flag.Usage = func() {
 		w := flag.CommandLine.Output()
 		fmt.Fprintf(w, "usage: udpbench [-quick] [-scenarios name,...] [-out dir] [-write-results]\nscenarios:\n")
-		for _, s := range registered() {
+		for _, s := range runnable() {
 			fmt.Fprintf(w, "  %-16s %s\n", s.id, s.title)
 		}
 		fmt.Fprintf(w, "flags:\n")
@@ -117,7 +117,7 @@ func parseFlags() (config, error) {
 		os.Exit(2)
 	}
 	if *scen == "all" {
-		for _, s := range registered() {
+		for _, s := range runnable() {
 			c.scenarios = append(c.scenarios, s.id)
 		}
 	} else {
@@ -133,7 +133,7 @@ func parseFlags() (config, error) {
 	}
 	c.verbose = c.verbose || !c.quick
 	if c.write {
-		if c.quick || len(c.scenarios) != len(registered()) {
+		if c.quick || len(c.scenarios) != len(runnable()) {
 			return c, fmt.Errorf("-write-results records a full run of every scenario: drop -quick and -scenarios")
 		}
 		if _, err := os.Stat(filepath.Join("cmd", "udpbench", "main.go")); err != nil {

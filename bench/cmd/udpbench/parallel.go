@@ -49,12 +49,12 @@ func (r *runner) parallel() {
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+
 		"3 goroutines share the CPUs). The writer's sockets share the primary slot of the same-port shape and never "+
 		"receive the datagrams looked up; every lookup is checked, and a wrong answer fails the run. The map floor "+
-		"cannot run with a writer; udpdemux with %s slots.\n\n",
+		"cannot run with a writer. *hybrid*: udpdemux with %s slots; *udpdemux*: with the default `demux.Config{}`.\n\n",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), d, r.c.runs, suite.PacedRate, fmtInt(lookupSlots))
 	t := newTable("shape, contender, writer", "1 goroutine", "2 goroutines", "speed-up", "writer ops/s (2 goroutines)")
 	for _, at := range parallelShapes(r.c.quick) {
 		sh := at.make(lookupSlots, r.c.seed)
-		for _, tg := range []suite.Target{suite.Hybrid, suite.GVisor, suite.Floor} {
+		for _, tg := range []suite.Target{suite.Hybrid, suite.Default, suite.GVisor, suite.Floor} {
 			f, _, err := suite.Prepare(tg, sh, suite.Options{})
 			if err != nil {
 				r.fail("%v", err)
@@ -120,8 +120,11 @@ func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target
 
 func (r *runner) parallelGoals() []goal {
 	var ps []place
-	for _, at := range parallelShapes(r.c.quick) {
-		ps = append(ps, place{fmt.Sprintf("%s, %s sockets", at.shape, fmtInt(at.n)), r.val(key{scen: scParallel, shape: at.shape, n: at.n, target: suite.Hybrid.Name, writer: suite.NoWriter, m: speedupX})})
+	for _, tg := range []suite.Target{suite.Hybrid, suite.Default} {
+		for _, at := range parallelShapes(r.c.quick) {
+			ps = append(ps, place{fmt.Sprintf("%s, %s, %s sockets", tg.Name, at.shape, fmtInt(at.n)),
+				r.val(key{scen: scParallel, shape: at.shape, n: at.n, target: tg.Name, writer: suite.NoWriter, m: speedupX})})
+		}
 	}
-	return []goal{limit("Parallel lookups: 2 goroutines do at least 1.8× the lookups of 1 (hybrid, no writer)", ps, false, 1.8, fmtX)}
+	return []goal{limit("Parallel lookups: 2 goroutines do at least 1.8× the lookups of 1 (hybrid and the default Config, no writer)", ps, false, 1.8, fmtX)}
 }

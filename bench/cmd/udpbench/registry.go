@@ -13,7 +13,9 @@ type scenario struct {
 	title string
 	// order places the scenario in the run and the report (ascending).
 	order int
-	run   func(*runner)
+	// run runs the scenario; nil for an entry that only judges goals on
+	// the figures of others.
+	run func(*runner)
 	// goals judges the scenario's goals on the run's figures; it is
 	// called whether or not the scenario ran, so that a goal whose
 	// figures are missing reads "not measured".
@@ -28,6 +30,18 @@ func register(s scenario) {
 		panic("udpbench: scenario " + string(s.id) + " registered twice")
 	}
 	registry = append(registry, s)
+}
+
+// runnable returns the scenarios that run, in order: all but the entries
+// that only judge goals.
+func runnable() []scenario {
+	var s []scenario
+	for _, sc := range registered() {
+		if sc.run != nil {
+			s = append(s, sc)
+		}
+	}
+	return s
 }
 
 // registered returns the scenarios in order.
