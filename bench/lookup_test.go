@@ -19,7 +19,12 @@ const slots = 65536
 // built once per contender, outside the timer, and checked before it is
 // timed.
 func benchShape(b *testing.B, sh *suite.Shape, sets []string, skip func(suite.Target) bool) {
-	for _, t := range suite.Targets {
+	benchTargets(b, sh, sets, suite.Targets, skip)
+}
+
+// benchTargets is benchShape for the given contenders.
+func benchTargets(b *testing.B, sh *suite.Shape, sets []string, targets []suite.Target, skip func(suite.Target) bool) {
+	for _, t := range targets {
 		if skip != nil && skip(t) {
 			continue
 		}
@@ -143,4 +148,51 @@ func BenchmarkParallel(b *testing.B) {
 			})
 		}
 	}
+}
+
+// flat are the contenders of the growing-table benchmarks.
+var flat = []suite.Target{suite.Default, suite.GVisor, suite.Floor}
+
+// BenchmarkConnected is the connected shape: n sockets on one address
+// and port, each connected to a peer of its own, plus a listener.
+func BenchmarkConnected(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			benchTargets(b, suite.Connected(n, seed), []string{suite.SetKnown, suite.SetUnknown}, flat, nil)
+		})
+	}
+}
+
+// BenchmarkReusePortGroup is a SO_REUSEPORT group of 100 000 members.
+func BenchmarkReusePortGroup(b *testing.B) {
+	benchTargets(b, suite.ReusePortGroup(100000, seed), []string{suite.SetFlows}, flat, nil)
+}
+
+// BenchmarkAliased is the port-aliasing attack: the victim's lookups with
+// 0 and 100 000 attackers on its aliased port.
+func BenchmarkAliased(b *testing.B) {
+	for _, n := range []int{0, 100000} {
+		for _, group := range []bool{false, true} {
+			sh := suite.Aliased(n, group, seed)
+			b.Run(sh.Name, func(b *testing.B) {
+				benchTargets(b, sh, []string{suite.SetVictim}, []suite.Target{suite.Default, suite.Fixed4096}, nil)
+			})
+		}
+	}
+}
+
+// BenchmarkBatch is LookupBatch of 32 datagrams at 1 000 000 sockets on
+// one port (ns/op is per batch).
+func BenchmarkBatch(b *testing.B) {
+	sh := suite.SamePort(1000000, 0, seed)
+	f, _, err := suite.Prepare(suite.Default, sh, suite.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	bf := f.(suite.Batcher)
+	if err := bf.CheckBatch(0, 4096); err != nil {
+		b.Fatal(err)
+	}
+	bf.BenchBatch(0)(b)
 }

@@ -97,9 +97,9 @@ func (r *runner) connected() {
 		}
 	}
 	r.printf("Lookup:\n\n%s\n%s\n\n", t, lookupColumns(flatTargets, suite.Default))
-	r.printf("Writes at %s connected sockets: per socket, the median of %d rounds of binding and connecting %d more "+
+	r.printf("Writes at %s connected sockets: per socket, %s of binding and connecting %d more "+
 		"sockets (gVisor: registering their 4-tuples; the floor: map inserts), then closing them (lower is better):\n\n%s\n",
-		fmtInt(sizes[len(sizes)-1]), r.c.runs, churnCount(r.c.quick), churn)
+		fmtInt(sizes[len(sizes)-1]), rounds(r.c.runs), churnCount(r.c.quick), churn)
 	r.allocNote(all...)
 }
 

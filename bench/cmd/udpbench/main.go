@@ -3,8 +3,11 @@
 // netdev discussions, bind(0) by occupancy, parallel lookups, and the
 // reproducer of the bind(0) livelock, each against gVisor's netstack and
 // (for lookups) a plain Go map as the floor, and (for bind(0)) the real
-// Linux kernel in a network namespace when it can make one. It then judges
-// the project's performance goals on the figures of the run.
+// Linux kernel in a network namespace when it can make one; and, with the
+// default Config's growing tables, connected sockets on one port, tables
+// of up to 1 000 000 sockets, a large SO_REUSEPORT group, resizing under
+// lookups, batch lookups and the port-aliasing attack. It then judges the
+// project's performance goals on the figures of the run.
 //
 // From the repository root:
 //

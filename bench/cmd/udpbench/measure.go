@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -49,4 +50,12 @@ func median(xs []float64) float64 {
 	}
 	slices.Sort(xs)
 	return xs[len(xs)/2]
+}
+
+// rounds says how a write figure was taken from n rounds.
+func rounds(n int) string {
+	if n == 1 {
+		return "one round"
+	}
+	return fmt.Sprintf("the median of %d rounds", n)
 }

@@ -97,9 +97,9 @@ func (r *runner) scaleDefault() {
 		}
 	}
 	r.printf("Lookup:\n\n%s\n%s\n\n", look, lookupColumns(flatTargets, suite.Default))
-	r.printf("Writes at %s sockets on one port: per socket, the median of %d rounds of binding %d more sockets on "+
+	r.printf("Writes at %s sockets on one port: per socket, %s of binding %d more sockets on "+
 		"that port (gVisor: registering them; the floor: map inserts), then closing them (lower is better):\n\n%s\n",
-		fmtInt(top), r.c.runs, churnCount(r.c.quick), churn)
+		fmtInt(top), rounds(r.c.runs), churnCount(r.c.quick), churn)
 	r.printf("Heap per socket (lower is better):\n\n%s\n", heap)
 	r.smallTable()
 	r.allocNote(all...)
