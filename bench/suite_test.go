@@ -159,7 +159,7 @@ func TestBudget(t *testing.T) {
 
 // TestResize grows a small table under lookups: no lookup may miss.
 func TestResize(t *testing.T) {
-	r, err := suite.Resize(100, 5000, 2, seed)
+	r, err := suite.Resize(100, 5000, 2, seed, 0)
 	require.NoError(t, err)
 	assert.Zero(t, r.Wrong)
 	assert.Positive(t, r.Lookups)

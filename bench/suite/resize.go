@@ -97,7 +97,10 @@ func (l *latencies) median() time.Duration {
 // it), timing every lookup. Then the same goroutines look up at the final
 // size with no writer, for as long as the growth took (at least 200 ms
 // and at most 2 s), to give the median of a table already at size.
-func Resize(from, to, g int, seed uint64) (ResizeResult, error) {
+//
+// A growth that takes longer than budget (if not 0) is given up with
+// ErrBudget.
+func Resize(from, to, g int, seed uint64, budget time.Duration) (ResizeResult, error) {
 	res := ResizeResult{From: from, To: to}
 	t, err := demux.New[int32](demux.Config{})
 	if err != nil {
@@ -159,6 +162,7 @@ func Resize(from, to, g int, seed uint64) (ResizeResult, error) {
 		}
 		return all, wrong.Load(), elapsed, werr
 	}
+	t0 := time.Now()
 	grow, wrong, elapsed, err := run(func() error {
 		for i := from; i < to; i++ {
 			s := resizeSock(i)
@@ -166,6 +170,9 @@ func Resize(from, to, g int, seed uint64) (ResizeResult, error) {
 				return err
 			}
 			published.Store(int64(i + 1))
+			if i%1024 == 0 && budget > 0 && time.Since(t0) > budget {
+				return fmt.Errorf("%w (%d of %d sockets bound)", ErrBudget, i+1, to)
+			}
 		}
 		return nil
 	}, 0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -34,7 +35,11 @@ func (r *runner) resize() {
 		"the lookups go to a table that holds fewer sockets on average, which favours it; the worst lookup includes any "+
 		"time the goroutine was descheduled (3 goroutines share the CPUs). One run.\n\n",
 		fmtInt(from), fmtInt(to), g)
-	res, err := suite.Resize(from, to, g, r.c.seed)
+	res, err := suite.Resize(from, to, g, r.c.seed, 2*r.buildBudget())
+	if errors.Is(err, suite.ErrBudget) {
+		r.notMeasured("resize: %v", err)
+		return
+	}
 	if err != nil {
 		r.fail("resize: %v", err)
 		return
