@@ -34,7 +34,7 @@ func BenchmarkBind0(b *testing.B) {
 	}
 }
 
-// BenchmarkReproducer is the seed thread's reproducer: 64 goroutines
+// BenchmarkReproducer is the bind(0) livelock reproducer: 64 goroutines
 // binding port 0 and closing the sockets on the neighbouring ports of an
 // almost full range, for one second; it reports bind(0) calls per second.
 func BenchmarkReproducer(b *testing.B) {

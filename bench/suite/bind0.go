@@ -39,8 +39,8 @@ var (
 	Linear      = Bind0Target{"pre-2009 linear", KindDemux, demux.EphemeralLinear}
 	Bitmap      = Bind0Target{"kernel bitmap", KindDemux, demux.EphemeralBitmap}
 	Index       = Bind0Target{"occupancy index", KindDemux, demux.EphemeralIndex}
-	GVisorPorts = Bind0Target{"gvisor", KindGVisor, 0}
-	Kernel      = Bind0Target{"linux", KindKernel, 0}
+	GVisorPorts = Bind0Target{"gVisor", KindGVisor, 0}
+	Kernel      = Bind0Target{"Linux", KindKernel, 0}
 
 	// Bind0Targets lists the contenders that need no privileges.
 	Bind0Targets = []Bind0Target{Linear, Bitmap, Index, GVisorPorts}
@@ -228,7 +228,7 @@ func (f *bind0GVisor) Check() error {
 // Close implements the fixture interface.
 func (f *bind0GVisor) Close() { f.p.Close() }
 
-// ReproResult is the outcome of the seed thread's reproducer.
+// ReproResult is the outcome of the bind(0) livelock reproducer.
 type ReproResult struct {
 	Goroutines int
 	Elapsed    time.Duration

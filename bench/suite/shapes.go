@@ -26,6 +26,8 @@ type Sock struct {
 	Local netip.AddrPort
 	// ReuseAddr sets SO_REUSEADDR.
 	ReuseAddr bool
+	// ReusePort sets SO_REUSEPORT (all with the same owner).
+	ReusePort bool
 	// Remote is the peer of a connected socket, the zero AddrPort for an
 	// unconnected one.
 	Remote netip.AddrPort
@@ -47,10 +49,25 @@ func (s *Sock) Key() netip.AddrPort {
 func (s *Sock) Connected() bool { return s.Remote.IsValid() }
 
 // Datagram is one lookup: a datagram from Src to Dst, which the socket
-// Socks[Want] of its shape must receive.
+// Socks[Want] of its shape must receive, or, when Want is AnyMember, any
+// member of the shape's SO_REUSEPORT group (each contender spreads flows
+// over the members with a hash of its own).
 type Datagram struct {
 	Src, Dst netip.AddrPort
 	Want     int32
+}
+
+// AnyMember is the Want of a datagram that any member of a SO_REUSEPORT
+// group may receive.
+const AnyMember int32 = -2
+
+// accepts reports whether a lookup that found the socket with index got
+// answers d.
+func (d *Datagram) accepts(got int32) bool {
+	if d.Want == AnyMember {
+		return got >= 0
+	}
+	return got == d.Want
 }
 
 // Set is a named list of datagrams to look up.
@@ -94,6 +111,16 @@ func (sh *Shape) SetIndex(name string) int {
 	}
 	return -1
 }
+
+// The names of the shapes' datagram sets.
+const (
+	SetBound    = "bound"    // to the bound sockets
+	SetWildcard = "wildcard" // to addresses only a wildcard socket serves
+	SetQueries  = "queries"  // the mixed shape's queries to the service
+	SetReplies  = "replies"  // the mixed shape's replies to its clients
+	SetPeers    = "peers"    // the mixed shape's connected peers
+	SetMix      = "mix"      // the mixed shape's blend of the three
+)
 
 // Port of the same-port shape, and of the mixed shape's service.
 const (
@@ -155,7 +182,7 @@ func SamePort(n, slots int, seed uint64) *Shape {
 		dst := netip.AddrPortFrom(addr4(172, 16<<16|r.IntN(1<<16)), SamePortPort)
 		wild[j] = Datagram{Src: randomSrc(r), Dst: dst, Want: int32(n)}
 	}
-	sh.Sets = []Set{{"bound", toBound(r, sh, n)}, {"wildcard", wild}}
+	sh.Sets = []Set{{SetBound, toBound(r, sh, n)}, {SetWildcard, wild}}
 	// The writer binds 11.0.0.0/16 on the same port: the same primary
 	// chain, other secondary slots.
 	for i := range 1024 {
@@ -182,7 +209,7 @@ func DistinctPorts(n, slots int, seed uint64) *Shape {
 	for j, i := range idx {
 		ds[j] = Datagram{Src: randomSrc(r), Dst: netip.AddrPortFrom(dst, sh.Socks[i].Local.Port()), Want: int32(i)}
 	}
-	sh.Sets = []Set{{"bound", ds}}
+	sh.Sets = []Set{{SetBound, ds}}
 	// The writer binds the ports from 65200 up, which the shape leaves free.
 	for p := 65200; p <= 65535; p++ {
 		sh.Churn = append(sh.Churn, Sock{Local: netip.AddrPortFrom(any4, uint16(p))})
@@ -206,7 +233,7 @@ func PerPort(total, perPort, slots int, seed uint64) *Shape {
 			sh.Socks = append(sh.Socks, Sock{Local: netip.AddrPortFrom(addr4(10, a+1), uint16(1000+p))})
 		}
 	}
-	sh.Sets = []Set{{"bound", toBound(r, sh, len(sh.Socks))}}
+	sh.Sets = []Set{{SetBound, toBound(r, sh, len(sh.Socks))}}
 	return sh
 }
 
@@ -221,7 +248,8 @@ var (
 // sockets bound to 0.0.0.0 at distinct random ports of 10000–65535 (as
 // bind(0) would choose them in that range) and connected to one of four
 // upstream resolvers (198.51.100.1…4 port 53), taking 10.0.0.1…16 as their
-// source address.
+// source address. Past 55 536 clients the ports are shared, with
+// SO_REUSEADDR, each client keeping a 4-tuple of its own.
 //
 // Its sets are "queries" (from random clients to the service addresses),
 // "replies" (from the upstreams to the client sockets), "peers" (from the
@@ -236,24 +264,36 @@ func Mixed(clients, slots int, seed uint64) *Shape {
 		peer := netip.AddrPortFrom(addr4(192, 2<<8|101+i), 5353)
 		sh.Socks = append(sh.Socks, Sock{Local: netip.AddrPortFrom(addr4(10, i+1), DNSPort), ReuseAddr: true, Remote: peer})
 	}
+	// Up to one client per port of 10000–65535, each port chosen at
+	// random; beyond that, the ports are shared: the k-th round of
+	// clients reuses the first round's ports (all clients then set
+	// SO_REUSEADDR), with other source addresses and upstreams, so that
+	// every client keeps a 4-tuple of its own.
 	const low, high = 10000, 65535
-	if clients > high-low+1 {
+	nports := min(clients, high-low+1)
+	if clients > 64*nports {
 		panic("suite: Mixed: too many clients")
 	}
-	used := make(map[int]bool, clients)
-	first := len(sh.Socks)
-	for i := 0; i < clients; {
+	shared := clients > nports
+	ports := make([]uint16, 0, nports)
+	used := make(map[int]bool, nports)
+	for len(ports) < nports {
 		p := low + r.IntN(high-low+1)
 		if used[p] {
 			continue
 		}
 		used[p] = true
+		ports = append(ports, uint16(p))
+	}
+	first := len(sh.Socks)
+	for i := range clients {
+		round := i / nports
 		sh.Socks = append(sh.Socks, Sock{
-			Local:  netip.AddrPortFrom(any4, uint16(p)),
-			Remote: netip.AddrPortFrom(upstreams[i%len(upstreams)], DNSPort),
-			Src:    addr4(10, 1+i%16),
+			Local:     netip.AddrPortFrom(any4, ports[i%nports]),
+			ReuseAddr: shared,
+			Remote:    netip.AddrPortFrom(upstreams[(i+round/16)%len(upstreams)], DNSPort),
+			Src:       addr4(10, 1+(i+round)%16),
 		})
-		i++
 	}
 	queries := make([]Datagram, 4096)
 	for j := range queries {
@@ -281,6 +321,6 @@ func Mixed(clients, slots int, seed uint64) *Shape {
 			mix = append(mix, peers[r.IntN(len(peers))])
 		}
 	}
-	sh.Sets = []Set{{"queries", queries}, {"replies", replies}, {"peers", peers}, {"mix", mix}}
+	sh.Sets = []Set{{SetQueries, queries}, {SetReplies, replies}, {SetPeers, peers}, {SetMix, mix}}
 	return sh
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
@@ -42,6 +44,13 @@ func (res *result) get(set, target string) meas {
 // lookups loads sh into each target, checks it on the named sets and
 // times them. skip says which targets not to run (they get no figure).
 func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options, skip func(suite.Target) bool) *result {
+	return r.lookupsThen(sh, sets, targets, o, skip, nil)
+}
+
+// lookupsThen is lookups that also calls after, if not nil, with each
+// target's fixture once its lookups are timed, before it is closed.
+func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
+	skip func(suite.Target) bool, after func(suite.Target, suite.Fixture)) *result {
 	res := &result{shape: sh, m: map[string]map[string]meas{}, cost: map[string]suite.Cost{}}
 	for _, s := range sets {
 		res.m[s] = map[string]meas{}
@@ -50,8 +59,12 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 		if skip != nil && skip(t) {
 			continue
 		}
-		r.progress(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
+		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 		f, cost, err := suite.Prepare(t, sh, o)
+		if errors.Is(err, suite.ErrBudget) {
+			r.notMeasured("%v", err)
+			continue
+		}
 		if err != nil {
 			r.fail("%v", err)
 			continue
@@ -65,6 +78,9 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 			}
 			res.m[s][t.Name] = r.bench(fmt.Sprintf("%s %s %s", sh.Name, s, t.Name), f.Bench(i))
 		}
+		if after != nil {
+			after(t, f)
+		}
 		f.Close()
 		f = nil
 		runtime.GC()
@@ -72,33 +88,62 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 	return res
 }
 
+// buildBudget is the longest a scenario may spend building one table.
+func (r *runner) buildBudget() time.Duration {
+	if r.c.quick {
+		return 15 * time.Second
+	}
+	return 60 * time.Second
+}
+
+// notMeasured reports, in the current section, on stderr and under the
+// goals, a measurement that was given up.
+func (r *runner) notMeasured(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	r.progress("NOT MEASURED: %s", s)
+	r.printf("**Not measured:** %s.\n\n", s)
+	r.notes = append(r.notes, "Not measured: "+s)
+}
+
 // lookupHeader is the header of a lookup table whose first column is
-// named first.
-func lookupHeader(first string) []string {
-	return []string{first, "one-phase", "two-phase", "hybrid", "gVisor", "map floor", "hybrid vs gVisor"}
+// named first, with a column per contender of ts (the map floor last) and
+// one comparing main with gVisor.
+func lookupHeader(first string, ts []suite.Target, main suite.Target) []string {
+	h := []string{first}
+	for _, t := range ts {
+		h = append(h, t.Name)
+	}
+	return append(h, main.Name+" vs gVisor")
+}
+
+// lookupColumns explains the columns of a lookup table.
+func lookupColumns(ts []suite.Target, main suite.Target) string {
+	return fmt.Sprintf("Columns: each contender's time per lookup (lower is better), with in parentheses how many times "+
+		"the map floor's time it takes; *map floor*: one probe of a Go map with the receiving socket's exact key; "+
+		"*%s vs gVisor*: how many times faster (or slower) %s is than gVisor. — means not measured.", main.Name, main.Name)
 }
 
 // lookupRow formats one row: each contender's time per lookup with its
-// ratio to the floor, and how much faster hybrid is than gVisor.
-func lookupRow(label string, get func(target string) meas) []string {
+// ratio to the floor, and how main compares with gVisor.
+func lookupRow(label string, ts []suite.Target, main suite.Target, get func(target string) meas) []string {
 	floor := get(suite.Floor.Name)
 	row := []string{label}
-	for _, t := range []suite.Target{suite.OnePhase, suite.TwoPhase, suite.Hybrid, suite.GVisor} {
+	for _, t := range ts {
 		m := get(t.Name)
-		if !m.ok {
+		switch {
+		case !m.ok:
 			row = append(row, "—")
-			continue
+		case t == suite.Floor:
+			row = append(row, fmtNs(m.ns))
+		case floor.ok:
+			row = append(row, fmtNs(m.ns)+" ("+fmtX(m.ns/floor.ns)+")")
+		default:
+			row = append(row, fmtNs(m.ns))
 		}
-		c := fmtNs(m.ns)
-		if floor.ok {
-			c += " (" + fmtX(m.ns/floor.ns) + ")"
-		}
-		row = append(row, c)
 	}
-	row = append(row, fmtNs(floor.ns))
-	h, g := get(suite.Hybrid.Name), get(suite.GVisor.Name)
+	h, g := get(main.Name), get(suite.GVisor.Name)
 	if h.ok && g.ok {
-		row = append(row, fmtX(g.ns/h.ns)+" faster")
+		row = append(row, fmtFaster(g.ns/h.ns))
 	} else {
 		row = append(row, "—")
 	}

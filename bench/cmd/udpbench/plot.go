@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // series is one line of a plot.
@@ -20,7 +25,7 @@ func (s *series) add(x, y float64) {
 	s.ys = append(s.ys, y)
 }
 
-// tick is a labelled mark on a plot's x axis.
+// tick is a mark on a plot's x axis; an empty label makes a small mark.
 type tick struct {
 	x     float64
 	label string
@@ -40,23 +45,75 @@ func (t fixedTicks) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// plot writes a log-log line plot of ss to plots/file under the output
-// directory; xticks, if any, replace the x axis' ticks.
-func (r *runner) plot(file, title, xlabel, ylabel string, ss []series, xticks []tick) {
+// sizeTicks puts a tick at every measured size, labelled as the tables
+// write it, leaving out the label of a size too close to the previous
+// labelled one on a log axis for both to be read.
+func sizeTicks(xs []int) []tick {
+	var ts []tick
+	last := math.Inf(-1)
+	for _, x := range xs {
+		t := tick{x: float64(x)}
+		if math.Log10(float64(x))-last >= 0.15 {
+			t.label = fmtInt(x)
+			last = math.Log10(float64(x))
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// timeTicks marks 1, 2 and 5 times each power of ten between min and max
+// nanoseconds, labelled as the tables write times.
+type timeTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (timeTicks) Ticks(min, max float64) []plot.Tick {
+	var ts []plot.Tick
+	for e := math.Floor(math.Log10(min)); math.Pow(10, e) <= max; e++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, e)
+			if v >= min && v <= max {
+				ts = append(ts, plot.Tick{Value: v, Label: fmtTime(v)})
+			}
+		}
+	}
+	return ts
+}
+
+// fmtTime formats a round number of nanoseconds for an axis.
+func fmtTime(ns float64) string {
+	switch {
+	case ns < 1e3:
+		return fmt.Sprintf("%g ns", ns)
+	case ns < 1e6:
+		return fmt.Sprintf("%g µs", ns/1e3)
+	case ns < 1e9:
+		return fmt.Sprintf("%g ms", ns/1e6)
+	}
+	return fmt.Sprintf("%g s", ns/1e9)
+}
+
+// plotFile is a rendered plot, written with the report.
+type plotFile struct {
+	name string
+	svg  []byte
+}
+
+// plot renders a log-log line plot of times in nanoseconds against the x
+// values of xticks, with the legend to the right of the data, and links
+// it from the report; the file is written with the report.
+func (r *runner) plot(file, title, xlabel string, ss []series, xticks []tick) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
-	p.Y.Label.Text = ylabel
-	p.X.Scale = plot.LogScale{}
-	p.Y.Scale = plot.LogScale{}
-	p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-	if len(xticks) > 0 {
-		p.X.Tick.Marker = fixedTicks(xticks)
-	}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Label.Text = "time per operation (lower is better)"
+	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Tick.Marker = fixedTicks(xticks)
+	p.Y.Tick.Marker = timeTicks{}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	p.Legend.Left = true
+	leg := plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	n := 0
 	for i, s := range ss {
 		if len(s.xs) == 0 {
@@ -65,30 +122,68 @@ func (r *runner) plot(file, title, xlabel, ylabel string, ss []series, xticks []
 		xys := make(plotter.XYs, len(s.xs))
 		for j := range s.xs {
 			xys[j].X, xys[j].Y = s.xs[j], s.ys[j]
+			xmin, xmax = math.Min(xmin, s.xs[j]), math.Max(xmax, s.xs[j])
+			ymin, ymax = math.Min(ymin, s.ys[j]), math.Max(ymax, s.ys[j])
 		}
 		l, pts, err := plotter.NewLinePoints(xys)
 		if err != nil {
 			r.fail("plot %s: %v", file, err)
 			return
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
-		pts.Color = plotutil.Color(i)
-		pts.Shape = plotutil.Shape(i)
+		l.Color, l.Dashes = plotutil.Color(i), plotutil.Dashes(i)
+		pts.Color, pts.Shape = plotutil.Color(i), plotutil.Shape(i)
 		p.Add(l, pts)
-		p.Legend.Add(s.name, l, pts)
+		leg.Add(s.name, l, pts)
 		n++
 	}
 	if n == 0 {
 		return
 	}
-	p.Y.Max *= 6 // room for the legend above the lines
-	path := filepath.Join(r.c.out, "plots", file)
-	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path); err != nil {
+	for _, t := range xticks {
+		xmin, xmax = math.Min(xmin, t.x), math.Max(xmax, t.x)
+	}
+	// Room around the data, so that no point sits on the frame and the
+	// extreme tick labels are not cut.
+	p.X.Min, p.X.Max = xmin/1.25, xmax*1.25
+	p.Y.Min, p.Y.Max = ymin/1.5, ymax*1.5
+	if p.Y.Max/p.Y.Min < 10 { // at least two labelled ticks
+		p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(p.Y.Min))), math.Pow(10, math.Ceil(math.Log10(p.Y.Max)))
+	}
+	var legW vg.Length
+	for _, s := range ss {
+		if len(s.xs) > 0 {
+			legW = max(legW, leg.TextStyle.Width(s.name))
+		}
+	}
+	// A third more than the text needs: a viewer without the SVG's font
+	// substitutes a wider one.
+	legW = legW*4/3 + leg.ThumbnailWidth + 4*vg.Millimeter
+	const w, h = 8 * vg.Inch, 4.5 * vg.Inch
+	c, err := draw.NewFormattedCanvas(w, h, "svg")
+	if err != nil {
 		r.fail("plot %s: %v", file, err)
 		return
 	}
-	r.plots = append(r.plots, file)
+	dc := draw.New(c)
+	p.Draw(draw.Crop(dc, 0, -legW-2*vg.Millimeter, 0, 0))
+	leg.Draw(draw.Crop(dc, w-legW, 0, 0, -p.Title.TextStyle.Rectangle(title).Size().Y-p.Title.Padding))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		r.fail("plot %s: %v", file, err)
+		return
+	}
+	r.plots = append(r.plots, plotFile{file, buf.Bytes()})
 	r.printf("![%s](plots/%s)\n\n", title, file)
-	r.progress("wrote %s", path)
+}
+
+// savePlots writes the run's plots under dir/plots.
+func (r *runner) savePlots(dir string) error {
+	for _, p := range r.plots {
+		path := filepath.Join(dir, "plots", p.name)
+		if err := os.WriteFile(path, p.svg, 0o644); err != nil {
+			return err
+		}
+		r.detail("wrote %s", path)
+	}
+	return nil
 }

@@ -93,6 +93,19 @@ func fmtX(x float64) string {
 	}
 }
 
+// fmtFaster formats how many times faster something is, given its
+// speed-up x (the other's time divided by its own): "2.50× faster", or
+// for x below 1, "1.47× slower" rather than "0.68× faster".
+func fmtFaster(x float64) string {
+	switch {
+	case math.IsNaN(x) || math.IsInf(x, 0) || x <= 0:
+		return "—"
+	case x >= 1:
+		return fmtX(x) + " faster"
+	}
+	return fmtX(1/x) + " slower"
+}
+
 // fmtRate formats a rate per second.
 func fmtRate(r float64) string {
 	switch {
@@ -105,10 +118,10 @@ func fmtRate(r float64) string {
 	}
 }
 
-// fmtInt formats an integer with thin groups of three digits.
+// fmtInt formats an integer with its digits in groups of three.
 func fmtInt(n int) string {
 	s := fmt.Sprint(n)
-	if n < 10000 {
+	if n < 1000 {
 		return s
 	}
 	var b strings.Builder
