@@ -2,6 +2,7 @@ package bind
 
 import (
 	"math/bits"
+	"sync"
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -17,31 +18,86 @@ import (
 // sockets that reach IPv4; an IPv6 "::" V6Only one, those that reach IPv6;
 // a dual-stack "::" one, all.
 //
-// The per-port counts are guarded by the port's primary slot lock; the
-// bitmaps summarise them and are read without locks.
+// The per-port counts are guarded by the port's lock; the bitmaps
+// summarise them and are read without locks. Both are sparse: a table
+// whose sockets use a few ports pays for those, not for 65 536 (a flat
+// array of counts and bitmaps cost 536 KiB a table).
 type Occupancy struct {
-	total    atomic.Int64     // sockets counted, for Verify
-	count    [65536]portCount // guarded by the port's primary slot lock
-	used     [words]atomic.Uint64
-	blocked4 [words]atomic.Uint64
-	blocked6 [words]atomic.Uint64
+	total    atomic.Int64 // sockets counted, for Verify
+	counts   [countStripes]countStripe
+	used     sparseBits
+	blocked4 sparseBits
+	blocked6 sparseBits
 }
+
+// countStripes spreads the per-port counts over maps with their own
+// locks, so that writers of different ports seldom meet.
+const countStripes = 64
+
+type countStripe struct {
+	mu sync.Mutex
+	m  map[uint16]portCount
+}
+
+// sparseBits is a bitmap of the 65 536 ports in pages of 1024 ports,
+// allocated when a port of the page is first set and kept after.
+type sparseBits struct {
+	pages [pages]atomic.Pointer[[pageWords]atomic.Uint64]
+}
+
+const (
+	pageWords = 16 // 1024 ports
+	pages     = words / pageWords
+)
+
+// word returns word w of the bitmap (0 if its page was never set).
+func (b *sparseBits) word(w int) uint64 {
+	if p := b.pages[w/pageWords].Load(); p != nil {
+		return p[w%pageWords].Load()
+	}
+	return 0
+}
+
+// set sets or clears bit p; the caller holds p's lock, and pages are made
+// under a compare-and-swap since ports of one page have different locks.
+func (b *sparseBits) set(p uint16, on bool) {
+	w := int(p >> 6)
+	pg := b.pages[w/pageWords].Load()
+	if pg == nil {
+		if !on {
+			return
+		}
+		b.pages[w/pageWords].CompareAndSwap(nil, new([pageWords]atomic.Uint64))
+		pg = b.pages[w/pageWords].Load()
+	}
+	if on {
+		pg[w%pageWords].Or(1 << (p & 63))
+	} else {
+		pg[w%pageWords].And(^uint64(1 << (p & 63)))
+	}
+}
+
+func (b *sparseBits) has(p uint16) bool { return b.word(int(p>>6))&(1<<(p&63)) != 0 }
 
 type portCount struct {
 	users  uint32
 	b4, b6 uint16
 }
 
-// Users returns the number of sockets on p. The caller holds p's primary
-// slot lock.
-func (o *Occupancy) Users(p uint16) int { return int(o.count[p].users) }
+// Users returns the number of sockets on p. The caller holds p's lock.
+func (o *Occupancy) Users(p uint16) int {
+	st := &o.counts[p%countStripes]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return int(st.m[p].users)
+}
 
 // Total returns the number of sockets counted over all ports.
 func (o *Occupancy) Total() int { return int(o.total.Load()) }
 
 // InUse reports whether p holds a socket, from the index, without a lock:
 // a hint that the caller confirms with Users under p's slot lock.
-func (o *Occupancy) InUse(p uint16) bool { return o.used[p>>6].Load()&(1<<(p&63)) != 0 }
+func (o *Occupancy) InUse(p uint16) bool { return o.used.has(p) }
 
 // Add counts e on its port. The caller holds the port's primary slot lock.
 func (o *Occupancy) Add(e *sock.Entry) { o.update(e, 1) }
@@ -51,26 +107,33 @@ func (o *Occupancy) Remove(e *sock.Entry) { o.update(e, -1) }
 
 func (o *Occupancy) update(e *sock.Entry, d int) {
 	p := e.Port
-	c := &o.count[p]
+	st := &o.counts[p%countStripes]
+	st.mu.Lock()
+	c := st.m[p]
 	c.users = uint32(int(c.users) + d)
-	o.total.Add(int64(d))
-	setBit(&o.used[p>>6], p, c.users != 0)
 	b4, b6 := blocks(e)
 	if b4 {
 		c.b4 = uint16(int(c.b4) + d)
-		setBit(&o.blocked4[p>>6], p, c.b4 != 0)
 	}
 	if b6 {
 		c.b6 = uint16(int(c.b6) + d)
-		setBit(&o.blocked6[p>>6], p, c.b6 != 0)
 	}
-}
-
-func setBit(w *atomic.Uint64, p uint16, on bool) {
-	if on {
-		w.Or(1 << (p & 63))
+	if c == (portCount{}) {
+		delete(st.m, p)
 	} else {
-		w.And(^uint64(1 << (p & 63)))
+		if st.m == nil {
+			st.m = map[uint16]portCount{}
+		}
+		st.m[p] = c
+	}
+	st.mu.Unlock()
+	o.total.Add(int64(d))
+	o.used.set(p, c.users != 0)
+	if b4 {
+		o.blocked4.set(p, c.b4 != 0)
+	}
+	if b6 {
+		o.blocked6.set(p, c.b6 != 0)
 	}
 }
 
@@ -99,14 +162,14 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 func (o *Occupancy) census(r *Range, n *sock.Entry) (free int, unblocked bool) {
 	r4, r6 := reaches(n)
 	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
-		a := r.allowed[w]
-		free += bits.OnesCount64(a &^ o.used[w].Load())
+		a := r.allowedWord(w)
+		free += bits.OnesCount64(a &^ o.used.word(w))
 		var b uint64
 		if r4 {
-			b |= o.blocked4[w].Load()
+			b |= o.blocked4.word(w)
 		}
 		if r6 {
-			b |= o.blocked6[w].Load()
+			b |= o.blocked6.word(w)
 		}
 		unblocked = unblocked || a&^b != 0
 	}
@@ -117,7 +180,7 @@ func (o *Occupancy) census(r *Range, n *sock.Entry) (free int, unblocked bool) {
 // the index changed since census and there is no such port any more.
 func (o *Occupancy) kthFree(r *Range, k int) (uint16, bool) {
 	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
-		free := r.allowed[w] &^ o.used[w].Load()
+		free := r.allowedWord(w) &^ o.used.word(w)
 		n := bits.OnesCount64(free)
 		if k < n {
 			return uint16(w<<6) | selectBit(free, k), true

@@ -29,11 +29,12 @@ func selectBit(w uint64, k int) uint16 { // index of the k-th (0-based) set bit 
 	return uint16(bits.TrailingZeros64(w))
 }
 
-// Range is the ephemeral port range and the reserved ports. It is immutable.
+// Range is the ephemeral port range and the reserved ports. It is
+// immutable. The reserved ports' bitmap exists only if some are reserved,
+// so that a table costs no 8 KiB for a list most tables leave empty.
 type Range struct {
 	Low, High uint16
-	allowed   bitmap // in range and not reserved
-	reserved  bitmap
+	reserved  *bitmap // nil: none
 }
 
 // NewRange checks and builds a range; low = high = 0 means the default.
@@ -45,22 +46,41 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 		return nil, fmt.Errorf("ephemeral range %d-%d: want 1 <= low <= high <= 65535: %w", low, high, syscall.EINVAL)
 	}
 	r := &Range{Low: low, High: high}
-	for _, p := range reserved {
-		r.reserved.set(p)
-	}
-	for p := int(low); p <= int(high); p++ {
-		if !r.reserved.has(uint16(p)) {
-			r.allowed.set(uint16(p))
+	if len(reserved) > 0 {
+		r.reserved = new(bitmap)
+		for _, p := range reserved {
+			r.reserved.set(p)
 		}
 	}
 	return r, nil
 }
 
 // Allowed reports whether bind(0) may choose p.
-func (r *Range) Allowed(p uint16) bool { return r.allowed.has(p) }
+func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.Reserved(p) }
 
 // Reserved reports whether p is reserved.
-func (r *Range) Reserved(p uint16) bool { return r.reserved.has(p) }
+func (r *Range) Reserved(p uint16) bool { return r.reserved != nil && r.reserved.has(p) }
+
+// allowedWord returns the ports of bitmap word w (ports 64w to 64w+63)
+// that bind(0) may choose.
+func (r *Range) allowedWord(w int) uint64 {
+	lo, hi := int(r.Low), int(r.High)
+	first, last := w<<6, w<<6|63
+	if last < lo || first > hi {
+		return 0
+	}
+	m := ^uint64(0)
+	if lo > first {
+		m &= ^uint64(0) << (lo - first)
+	}
+	if hi < last {
+		m &= ^uint64(0) >> (last - hi)
+	}
+	if r.reserved != nil {
+		m &^= r.reserved[w]
+	}
+	return m
+}
 
 // Rand is a random source safe for concurrent use.
 type Rand struct {
