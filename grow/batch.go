@@ -1,0 +1,95 @@
+package grow
+
+import (
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
+)
+
+// BatchMax is the most datagrams LookupBatch takes at once.
+const BatchMax = 64
+
+// LookupBatch stores in out[i] the entry that receives qs[i] (nil for a
+// query that ok[i] marks undeliverable), as Lookup would, for up to
+// BatchMax datagrams.
+//
+// It works in stages over the whole batch — every port record, then every
+// exact-address probe, then every entry those probes found, then the rest
+// of each lookup — so that the cache misses of independent datagrams
+// overlap instead of queueing one behind another, as DPDK's bulk hash
+// lookup does. Each datagram's answer is Lookup's: the stages read its
+// port's sequence count before the first probe and check it after the
+// last, and a datagram whose port saw a move meanwhile is looked up again
+// alone.
+func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Entry) {
+	n := min(len(qs), len(ok), len(out), BatchMax)
+	var (
+		prs     [BatchMax]*Port
+		seqs    [BatchMax]uint32
+		khs     [BatchMax]uint64
+		exact   [BatchMax]heads
+		found   [BatchMax]bool
+		indexed [BatchMax]bool
+		bests   [BatchMax]lookup.Best
+	)
+	for i := range n {
+		out[i] = nil
+		if ok[i] {
+			prs[i] = g.port(qs[i].DstPort)
+		}
+	}
+	for i := range n {
+		pr := prs[i]
+		if pr == nil || pr.list.Len() <= g.threshold {
+			continue
+		}
+		q := &qs[i]
+		indexed[i] = true
+		seqs[i] = pr.list.Seq.Read()
+		khs[i] = hash2.Hash64(g.seed, q.Key)
+		exact[i], found[i] = g.addrs.Get(g.addrHash(khs[i], q.DstPort), addrKey{q.Key, q.DstPort})
+	}
+	// Score the exact-address heads: their entries load side by side.
+	for i := range n {
+		bests[i] = lookup.NewBest()
+		if found[i] {
+			offer(&bests[i], exact[i], &qs[i])
+		}
+	}
+	for i := range n {
+		pr, q := prs[i], &qs[i]
+		switch {
+		case pr == nil:
+		case !indexed[i]:
+			// A port small enough to scan: the single lookup.
+			out[i], _ = g.Lookup(q)
+		default:
+			e := g.finishBatch(pr, q, khs[i], &bests[i])
+			if pr.list.Seq.Changed(seqs[i]) {
+				e, _ = g.Lookup(q)
+			} else {
+				e = g.finish(pr, e, q)
+			}
+			out[i] = e
+		}
+	}
+}
+
+// finishBatch completes an indexed search whose exact-address heads b has
+// scored: the 4-tuple table, then the wildcard unless an exact-address
+// socket won. The winner is the same in any order of offers: the best
+// score, then the largest Seq.
+func (g *Engine) finishBatch(pr *Port, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Entry {
+	if pr.nconn.Load() > 0 {
+		k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+		if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+			offer(b, hd, q)
+		}
+	}
+	if !b.Exact() {
+		if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+			offer(b, hd, q)
+		}
+	}
+	return b.E
+}
