@@ -10,7 +10,19 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-var strategies = []demux.Strategy{demux.OnePhase, demux.TwoPhase, demux.Hybrid}
+var strategies = []demux.Strategy{demux.OnePhase, demux.TwoPhase, demux.Hybrid, growing}
+
+// growing stands, in the benchmarks' strategy lists, for the default
+// storage (demux.Config{}: growing tables, hybrid); the others use 65536
+// fixed slots.
+const growing = demux.Strategy(255)
+
+func benchConfig(s demux.Strategy) demux.Config {
+	if s == growing {
+		return demux.Config{}
+	}
+	return demux.Config{Slots: 65536, Strategy: s}
+}
 
 // addr6N returns the n-th address of 2001:db8::/96.
 func addr6N(i int) netip.Addr {
@@ -22,7 +34,7 @@ func addr6N(i int) netip.Addr {
 // 65536 slots, and returns the destinations that datagrams to them use,
 // in random order.
 func buildTable(b testing.TB, s demux.Strategy, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
-	t, err := demux.New[int](demux.Config{Slots: 65536, Strategy: s})
+	t, err := demux.New[int](benchConfig(s))
 	if err != nil {
 		b.Fatal(err)
 	}
