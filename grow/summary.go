@@ -91,8 +91,8 @@ func (cs *classes) conflict(n *sock.Entry) bool {
 // IPv6-only), of its IPv6 address (if it is an IPv6 socket that is not
 // v4-mapped), and, with its address left out, in wild.
 type summary struct {
-	byV4 map[uint32]*classes
-	byV6 map[sock.Addr16]*classes
+	byV4 map[uint32]classes
+	byV6 map[sock.Addr16]classes
 	wild classes
 }
 
@@ -138,28 +138,24 @@ func (s *summary) add(e *sock.Entry, d int) {
 	a := attrsOf(e)
 	if !e.Has(sock.Is6 | sock.V6Only) {
 		if s.byV4 == nil {
-			s.byV4 = map[uint32]*classes{}
+			s.byV4 = map[uint32]classes{}
 		}
 		cs := s.byV4[e.V4]
-		if cs == nil {
-			cs = new(classes)
-			s.byV4[e.V4] = cs
-		}
 		if cs.add(a, d) {
 			delete(s.byV4, e.V4)
+		} else {
+			s.byV4[e.V4] = cs
 		}
 	}
 	if e.Has(sock.Is6) && !e.V6.IsMapped() {
 		if s.byV6 == nil {
-			s.byV6 = map[sock.Addr16]*classes{}
+			s.byV6 = map[sock.Addr16]classes{}
 		}
 		cs := s.byV6[e.V6]
-		if cs == nil {
-			cs = new(classes)
-			s.byV6[e.V6] = cs
-		}
 		if cs.add(a, d) {
 			delete(s.byV6, e.V6)
+		} else {
+			s.byV6[e.V6] = cs
 		}
 	}
 	s.wild.add(wildAttrs(e), d)
@@ -180,8 +176,8 @@ func (s *summary) inUse(n *sock.Entry) bool {
 		}
 		return false
 	}
-	for _, cs := range [...]*classes{s.byV4[n.V4], s.byV4[0], s.byV6[n.V6], s.byV6[sock.Wild6]} {
-		if cs != nil && cs.conflict(n) {
+	for _, cs := range [...]classes{s.byV4[n.V4], s.byV4[0], s.byV6[n.V6], s.byV6[sock.Wild6]} {
+		if cs.conflict(n) {
 			return true
 		}
 	}

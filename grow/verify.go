@@ -139,12 +139,12 @@ func sameSummary(a, b *summary) bool {
 		return false
 	}
 	for k, cs := range a.byV4 {
-		if o := b.byV4[k]; o == nil || !sameClasses(cs, o) {
+		if o, ok := b.byV4[k]; !ok || !sameClasses(&cs, &o) {
 			return false
 		}
 	}
 	for k, cs := range a.byV6 {
-		if o := b.byV6[k]; o == nil || !sameClasses(cs, o) {
+		if o, ok := b.byV6[k]; !ok || !sameClasses(&cs, &o) {
 			return false
 		}
 	}
