@@ -15,7 +15,7 @@ import (
 // It takes no lock and does not allocate.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
-	var e *sock.Entry
+	var e *sock.Face
 	if q.Init(src, dst, ifindex) {
 		var p lookup.Path
 		switch {
@@ -76,7 +76,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p)
 	}
 	for _, e := range rs {
-		if h := handle[V](e); !yield(h, h.val) {
+		if h := handle[V](&e.Face); !yield(h, h.val) {
 			return
 		}
 	}
@@ -85,7 +85,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 // handle returns the public handle of e's socket. Socket embeds sock.Socket
 // as its first field, so the address of one is the address of the other;
 // TestHandleLayout checks it.
-func handle[V any](e *sock.Entry) *Socket[V] {
+func handle[V any](e *sock.Face) *Socket[V] {
 	return (*Socket[V])(unsafe.Pointer(e.Sock))
 }
 
@@ -113,7 +113,7 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
-		es [grow.BatchMax]*sock.Entry
+		es [grow.BatchMax]*sock.Face
 	)
 	for done := 0; done < n; {
 		m := min(n-done, grow.BatchMax)

@@ -25,7 +25,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	e := &sock.Entry{Port: o.Port, Owner: o.Owner, Device: int32(o.Device), Sock: &s.s}
+	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Sock: &s.s}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -194,9 +194,11 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 		return s.opError("connect", err)
 	}
 	e := &sock.Entry{
-		Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device, Owner: old.Owner,
-		Seq: old.Seq, Sock: old.Sock, Peer4: old.Peer4,
-		Remote: peer.Addr, RemotePort: peer.Port,
+		Face: sock.Face{
+			Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
+			Seq: old.Seq, Sock: old.Sock, Remote: peer.Addr, RemotePort: peer.Port,
+		},
+		Owner: old.Owner, Peer4: old.Peer4,
 	}
 	setLocal(e, l)
 	if peer.Device != 0 {

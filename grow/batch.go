@@ -21,14 +21,13 @@ const BatchMax = 64
 // port's sequence count before the first probe and check it after the
 // last, and a datagram whose port saw a move meanwhile is looked up again
 // alone.
-func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Entry) {
+func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 	n := min(len(qs), len(ok), len(out), BatchMax)
 	var (
 		prs     [BatchMax]*Port
 		seqs    [BatchMax]uint32
 		khs     [BatchMax]uint64
-		exact   [BatchMax]heads
-		found   [BatchMax]bool
+		exact   [BatchMax]*heads
 		indexed [BatchMax]bool
 		bests   [BatchMax]lookup.Best
 	)
@@ -47,12 +46,12 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Entry) {
 		indexed[i] = true
 		seqs[i] = pr.list.Seq.Read()
 		khs[i] = hash2.Hash64(g.seed, q.Key)
-		exact[i], found[i] = g.addrs.Get(g.addrHash(khs[i], q.DstPort), addrKey{q.Key, q.DstPort})
+		exact[i] = g.addrs.Ref(g.addrHash(khs[i], q.DstPort), addrKey{q.Key, q.DstPort})
 	}
-	// Score the exact-address heads: their entries load side by side.
+	// Score the exact-address heads, side by side.
 	for i := range n {
 		bests[i] = lookup.NewBest()
-		if found[i] {
+		if exact[i] != nil {
 			offer(&bests[i], exact[i], &qs[i])
 		}
 	}
@@ -79,15 +78,15 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Entry) {
 // scored: the 4-tuple table, then the wildcard unless an exact-address
 // socket won. The winner is the same in any order of offers: the best
 // score, then the largest Seq.
-func (g *Engine) finishBatch(pr *Port, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Entry {
+func (g *Engine) finishBatch(pr *Port, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
 	if pr.nconn.Load() > 0 {
 		k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-		if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+		if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 			offer(b, hd, q)
 		}
 	}
 	if !b.Exact() {
-		if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+		if hd := g.addrs.Ref(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); hd != nil {
 			offer(b, hd, q)
 		}
 	}

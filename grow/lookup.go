@@ -8,7 +8,7 @@ import (
 
 // Lookup returns the entry that receives the unicast datagram q, and the
 // path it took. It takes no lock and does not allocate.
-func (g *Engine) Lookup(q *lookup.Query) (*sock.Entry, lookup.Path) {
+func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
 	pr := g.port(q.DstPort)
 	if pr == nil {
 		return nil, lookup.Primary
@@ -23,7 +23,7 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Entry, lookup.Path) {
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
 // tries the 127.0.0.6 fallback when nothing matched.
-func (g *Engine) finish(pr *Port, e *sock.Entry, q *lookup.Query) *sock.Entry {
+func (g *Engine) finish(pr *Port, e *sock.Face, q *lookup.Query) *sock.Face {
 	if e == nil {
 		if lookup.MayGhost(q) {
 			return lookup.GhostScan(pr.list.First(), q)
@@ -35,13 +35,13 @@ func (g *Engine) finish(pr *Port, e *sock.Entry, q *lookup.Query) *sock.Entry {
 
 // indexed searches the indexes for q, whose destination address hashes
 // to kh.
-func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Entry {
+func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Face {
 	for {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()
 		if pr.nconn.Load() > 0 {
 			k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+			if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 				offer(&b, hd, q)
 				// A connected socket bound to the destination beats
 				// every unconnected one.
@@ -50,11 +50,11 @@ func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Entry {
 				}
 			}
 		}
-		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); ok {
+		if hd := g.addrs.Ref(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); hd != nil {
 			offer(&b, hd, q)
 		}
 		if !b.Exact() && q.Key != sock.Wild4 {
-			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+			if hd := g.addrs.Ref(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); hd != nil {
 				offer(&b, hd, q)
 			}
 		}
@@ -64,11 +64,12 @@ func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Entry {
 	}
 }
 
-// offer scores the head of each class.
-func offer(b *lookup.Best, hd heads, q *lookup.Query) {
-	b.Offer(hd.first, q)
+// offer scores the head of each class, the first from the copy in the
+// index node.
+func offer(b *lookup.Best, hd *heads, q *lookup.Query) {
+	b.Offer(&hd.face, q)
 	for _, e := range hd.rest {
-		b.Offer(e, q)
+		b.Offer(&e.Face, q)
 	}
 }
 

@@ -137,7 +137,7 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 	if len(all) == 0 {
 		return heads{}
 	}
-	out := heads{first: all[0]}
+	out := heads{first: all[0], face: all[0].Face}
 	if len(all) > 1 {
 		out.rest = all[1:]
 	}

@@ -55,7 +55,7 @@ func TestIndex(t *testing.T) {
 	assert.Equal(t, tab.AddrHash(sock.Wild4), tab.WildHash())
 	a := sock.From16(netip.MustParseAddr("192.0.2.1"))
 	h := tab.AddrHash(a)
-	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&sock.Entry{Port: 53, V6: a, V4: a.V4(), Flags: sock.HasV4}))
+	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&sock.Entry{Face: sock.Face{Port: 53, V6: a, V4: a.V4(), Flags: sock.HasV4}}))
 	// Seeds change the hash.
 	other, _ := New(1024, 43)
 	assert.NotEqual(t, h, other.AddrHash(a))

@@ -15,7 +15,7 @@ func entry(t *testing.T, addr string, v6only bool) *sock.Entry {
 	t.Helper()
 	l, err := Bind(netip.MustParseAddr(addr), v6only, 1, nil)
 	require.NoError(t, err, addr)
-	return &sock.Entry{Flags: l.Flags, V4: l.V4, V6: l.V6}
+	return &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 }
 
 func TestBind(t *testing.T) {
@@ -130,7 +130,7 @@ func TestConnectLocal(t *testing.T) {
 	assert.Equal(t, Placeholder4, l.V4)
 	assert.Zero(t, l.Flags&sock.HasV4)
 	assert.Equal(t, uint16(9), p.Port)
-	e := &sock.Entry{Flags: l.Flags, V4: l.V4, V6: l.V6}
+	e := &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 	assert.True(t, Overlap(entry(t, "0.0.0.0", false), e))
 	assert.False(t, Overlap(entry(t, "127.0.0.1", false), e))
 	assert.True(t, Overlap(entry(t, "::", false), e))
@@ -138,7 +138,7 @@ func TestConnectLocal(t *testing.T) {
 	l, _, err = Connect(mustBind("::"), 0, netip.MustParseAddrPort("[::ffff:127.0.0.99]:9"), netip.MustParseAddr("127.0.0.1"), nil)
 	require.NoError(t, err)
 	assert.Equal(t, sock.From16(netip.MustParseAddr("::ffff:127.0.0.1")), l.V6)
-	e = &sock.Entry{Flags: l.Flags, V4: l.V4, V6: l.V6}
+	e = &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 	assert.True(t, Overlap(entry(t, "127.0.0.1", false), e))
 	assert.False(t, Overlap(entry(t, "127.0.0.2", false), e))
 	assert.False(t, Overlap(entry(t, "::1", false), e))

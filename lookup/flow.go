@@ -29,12 +29,12 @@ func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 
 // ReusePort hands a winner in an SO_REUSEPORT group over to the member
 // that q's flow hashes to.
-func ReusePort(seed uint64, e *sock.Entry, q *Query) *sock.Entry {
+func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Face {
 	if e == nil || e.Group == nil || e.Group.Len() < 2 {
 		return e
 	}
 	if m := e.Group.Pick(FlowHash(seed, q)); m != nil {
-		return m
+		return &m.Face
 	}
 	return e
 }

@@ -15,10 +15,10 @@ import (
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func (t *Tables) Ghost(q *Query) *sock.Entry { return GhostScan(t.H1.Slot(q.DstPort).Chain.First(), q) }
+func (t *Tables) Ghost(q *Query) *sock.Face { return GhostScan(t.H1.Slot(q.DstPort).Chain.First(), q) }
 
 // GhostScan is Ghost over the primary chain that starts at n.
-func GhostScan(n *sock.Node, q *Query) *sock.Entry {
+func GhostScan(n *sock.Node, q *Query) *sock.Face {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.Of(n, false)
@@ -44,7 +44,7 @@ func GhostScan(n *sock.Node, q *Query) *sock.Entry {
 		// Ties go to the socket bound last: Linux scans the port's
 		// primary chain, where a connect does not move a socket.
 		if s > b.Score || (s == b.Score && e.Sock.Bound > b.E.Sock.Bound) {
-			b.E, b.Score = e, s
+			b.E, b.Score = &e.Face, s
 		}
 	}
 	return b.E

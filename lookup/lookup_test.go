@@ -15,7 +15,7 @@ func bound(t *testing.T, addr string, dev int32) *sock.Entry {
 	t.Helper()
 	l, err := ipv6.Bind(netip.MustParseAddr(addr), false, 0, nil)
 	require.NoError(t, err)
-	return &sock.Entry{Flags: l.Flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53}
+	return &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53}}
 }
 
 func query(t *testing.T, src, dst string, ifindex int) *Query {
@@ -45,22 +45,22 @@ func TestScore(t *testing.T) {
 		{"::", 0, q6, 1},
 		{"0.0.0.0", 0, q6, -1},
 	} {
-		assert.Equal(t, tc.want, Score(bound(t, tc.addr, tc.dev), tc.q), "%s dev %d", tc.addr, tc.dev)
+		assert.Equal(t, tc.want, Score(&bound(t, tc.addr, tc.dev).Face, tc.q), "%s dev %d", tc.addr, tc.dev)
 	}
 	// Connected: the peer must be the source, and it scores 8 more.
 	e := bound(t, "127.0.0.1", 0)
 	e.Flags |= sock.Connected
 	e.Remote, e.RemotePort = sock.From16(netip.MustParseAddr("192.0.2.1")), 1000
-	assert.Equal(t, exactTier+2+8, Score(e, q4))
+	assert.Equal(t, exactTier+2+8, Score(&e.Face, q4))
 	e.RemotePort = 1001
-	assert.Equal(t, -1, Score(e, q4))
+	assert.Equal(t, -1, Score(&e.Face, q4))
 	// A Hash4 entry that matches the 4-tuple beats all scores.
 	e.RemotePort = 1000
 	e.Flags |= sock.Hash4
-	assert.Equal(t, hash4Score, Score(e, q4))
+	assert.Equal(t, hash4Score, Score(&e.Face, q4))
 	// Another port never matches.
 	e.Port = 54
-	assert.Equal(t, -1, Score(e, q4))
+	assert.Equal(t, -1, Score(&e.Face, q4))
 }
 
 func TestInitRejects(t *testing.T) {

@@ -58,7 +58,7 @@ const exactTier = 16
 const hash4Score = 64
 
 // Score returns the score of e for q, or -1 if e does not match.
-func Score(e *sock.Entry, q *Query) int {
+func Score(e *sock.Face, q *Query) int {
 	if e.Port != q.DstPort {
 		return -1
 	}
@@ -108,4 +108,4 @@ func Score(e *sock.Entry, q *Query) int {
 
 // Matches reports whether e receives a multicast or broadcast datagram q:
 // the same conditions as a unicast candidate, without the ranking.
-func Matches(e *sock.Entry, q *Query) bool { return Score(e, q) >= 0 }
+func Matches(e *sock.Entry, q *Query) bool { return Score(&e.Face, q) >= 0 }

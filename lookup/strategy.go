@@ -32,7 +32,7 @@ type Tables struct {
 // Best tracks the winning candidate of a search: the highest score, and
 // among equal scores the largest Seq (the most recently bound).
 type Best struct {
-	E     *sock.Entry
+	E     *sock.Face
 	Score int
 }
 
@@ -40,7 +40,7 @@ type Best struct {
 func NewBest() Best { return Best{Score: -1} }
 
 // Offer makes e the winner if it matches q and beats the current one.
-func (b *Best) Offer(e *sock.Entry, q *Query) {
+func (b *Best) Offer(e *sock.Face, q *Query) {
 	s := Score(e, q)
 	if s < 0 || s < b.Score {
 		return
@@ -69,12 +69,12 @@ func (b *Best) Scan(n *sock.Node, secondary bool, q *Query) {
 				continue
 			}
 		}
-		b.Offer(e, q)
+		b.Offer(&e.Face, q)
 	}
 }
 
 // OnePhase scans the primary chain of q's port.
-func (t *Tables) OnePhase(q *Query) *sock.Entry {
+func (t *Tables) OnePhase(q *Query) *sock.Face {
 	b := NewBest()
 	b.Scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
 	return ReusePort(t.Seed, b.E, q)
@@ -82,13 +82,13 @@ func (t *Tables) OnePhase(q *Query) *sock.Entry {
 
 // TwoPhase searches the exact-address secondary slot, then the wildcard
 // one.
-func (t *Tables) TwoPhase(q *Query) *sock.Entry {
+func (t *Tables) TwoPhase(q *Query) *sock.Face {
 	e, _ := t.twoPhase(q, -1)
 	return ReusePort(t.Seed, e, q)
 }
 
 // Hybrid applies Linux 2.6.33's rule and reports the path it took.
-func (t *Tables) Hybrid(q *Query) (*sock.Entry, Path) {
+func (t *Tables) Hybrid(q *Query) (*sock.Face, Path) {
 	p := t.H1.Slot(q.DstPort).Chain.Len()
 	if p > t.Threshold {
 		if e, ok := t.twoPhase(q, p); ok {
@@ -101,7 +101,7 @@ func (t *Tables) Hybrid(q *Query) (*sock.Entry, Path) {
 
 // twoPhase searches the secondary slots. With limit ≥ 0 it gives up
 // (false) on meeting a slot longer than limit, as the hybrid rule wants.
-func (t *Tables) twoPhase(q *Query, limit int) (*sock.Entry, bool) {
+func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 	h2 := t.H2
 	i := h2.Index(h2.AddrHash(q.Key), q.DstPort)
 	w := h2.Index(h2.WildHash(), q.DstPort)

@@ -104,6 +104,27 @@ func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
 	}
 }
 
+// Ref returns a pointer to the value of key k, whose hash is h, or nil. The
+// value is immutable: a write replaces it, and the pointer keeps showing
+// the value of the moment it was found. It takes no lock, and spares a
+// large value's copy.
+func (m *Map[K, V]) Ref(h uint64, k K) *V {
+	t := m.tab.Load()
+	for {
+		n := t.slots[h>>t.shift].Load()
+		if n == m.moved {
+			t = t.next.Load()
+			continue
+		}
+		for ; n != nil; n = n.next {
+			if n.hash == h && n.key == k {
+				return &n.val
+			}
+		}
+		return nil
+	}
+}
+
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false
 // deletes the key. f runs with the key's slot locked and must not call the

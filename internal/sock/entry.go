@@ -70,17 +70,11 @@ type Node struct {
 	Prev *Node // guarded by the slot lock
 }
 
-// Entry is one published state of a bound socket. Every field but the
-// nodes' links is immutable after the Entry is linked into a chain.
-//
-// Entries are 112 bytes. The first cache line holds all that a
-// primary-chain lookup of an unconnected socket reads; the second starts
-// with the secondary link, beside the addresses that a secondary scan
-// compares first. The value the owner attached lives in the public handle,
-// typed, so that no lookup needs a type assertion.
-type Entry struct {
-	N1 Node // link in the primary (port) chain
-
+// Face is what a lookup reads of an entry: the fields a datagram is
+// scored on, and what a winner leads to. It holds no links, so that an
+// index may keep a copy of it beside the entry's pointer and score that,
+// sparing a load of the entry.
+type Face struct {
 	Port       uint16
 	Flags      uint8
 	RemotePort uint16
@@ -90,6 +84,9 @@ type Entry struct {
 	// 0 for a dual-stack "::", or 127.0.0.6 once a dual-stack socket has
 	// connected to an IPv6 peer.
 	V4 uint32
+	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
+	// IPv4 socket, V4 in mapped form.
+	V6 Addr16
 
 	// Sock is the socket this entry is a state of.
 	Sock *Socket
@@ -99,19 +96,27 @@ type Entry struct {
 	// rehashed by a connect). For a Hash4 entry it is the order of the
 	// socket's first connect instead, which is how Linux orders its 4-tuple
 	// chains.
-	Seq uint64
+	Seq    uint64
+	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
+}
+
+// Entry is one published state of a bound socket. Every field but the
+// nodes' links is immutable after the Entry is linked into a chain.
+//
+// Entries are 112 bytes. The first cache line holds the primary link and
+// all that a primary-chain lookup of an unconnected socket scores, with
+// the socket it leads to; the second holds the tie order, the peer and the
+// secondary link. The value the owner attached lives in the public handle,
+// typed, so that no lookup needs a type assertion.
+type Entry struct {
+	N1 Node // link in the primary (port) chain
+	Face
 	// Peer4 is Linux's inet_daddr of an IPv6 socket: the IPv4 address of
 	// its last IPv4 (v4-mapped) peer, which a later connect to an IPv6 peer
-	// leaves in place. Only Ghost reads it.
+	// leaves in place. Only the placeholder fallback reads it.
 	Peer4 uint32
 	Owner uint32 // the uid stand-in for ReusePort
-
-	N2 Node // link in the secondary (address, port) chain
-
-	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
-	// IPv4 socket, V4 in mapped form.
-	V6     Addr16
-	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
+	N2    Node   // link in the secondary (address, port) chain
 }
 
 // offN2 is the offset of N2 in an Entry.

@@ -19,15 +19,12 @@ func TestLayout(t *testing.T) {
 		"Port":   unsafe.Offsetof(e.Port) + unsafe.Sizeof(e.Port),
 		"V4":     unsafe.Offsetof(e.V4) + unsafe.Sizeof(e.V4),
 		"Device": unsafe.Offsetof(e.Device) + unsafe.Sizeof(e.Device),
+		"V6":     unsafe.Offsetof(e.V6) + unsafe.Sizeof(e.V6),
 		"Sock":   unsafe.Offsetof(e.Sock) + unsafe.Sizeof(e.Sock),
 		"Group":  unsafe.Offsetof(e.Group) + unsafe.Sizeof(e.Group),
-		"Seq":    unsafe.Offsetof(e.Seq) + unsafe.Sizeof(e.Seq),
 	} {
 		assert.LessOrEqual(t, end, uintptr(64), name)
 	}
-	// A secondary scan reads the link and V6 together.
-	assert.GreaterOrEqual(t, unsafe.Offsetof(e.N2), uintptr(64))
-	assert.LessOrEqual(t, unsafe.Offsetof(e.V6)+unsafe.Sizeof(e.V6), uintptr(128))
 }
 
 func TestOf(t *testing.T) {
@@ -54,7 +51,7 @@ func TestChain(t *testing.T) {
 	var c Chain
 	es := make([]*Entry, 4)
 	for i := range es {
-		es[i] = &Entry{Port: uint16(i)}
+		es[i] = &Entry{Face: Face{Port: uint16(i)}}
 		c.PushFront(&es[i].N1)
 	}
 	order := func() []uint16 {
@@ -70,7 +67,7 @@ func TestChain(t *testing.T) {
 	assert.Equal(t, []uint16{3, 1, 0}, order())
 	// A reader standing on the removed node still reaches the rest.
 	assert.Same(t, &es[1].N1, es[2].N1.Next.Load())
-	r := &Entry{Port: 9}
+	r := &Entry{Face: Face{Port: 9}}
 	c.Replace(&es[3].N1, &r.N1)
 	assert.Equal(t, []uint16{9, 1, 0}, order())
 	c.Remove(&es[0].N1)
