@@ -85,6 +85,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
 	}
 	check := func(what string, hd heads) {
+		if hd.first != nil && hd.face != hd.first.Face {
+			bad("%s: the index's copy of its first head differs from the entry", what)
+		}
 		for i := range hd.len() {
 			prevSeq := ^uint64(0)
 			for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
