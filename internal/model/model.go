@@ -751,10 +751,10 @@ func isGhost(s *socket) bool {
 // 127.0.0.6 and comes from the current peer's port — and from the address
 // of the last IPv4 peer the socket connected to, if it ever reconnected to
 // one (Linux's inet_daddr, which connects to IPv6 peers leave alone); else
-// any source address passes. Among ghosts,
-// the device-bound beats the unbound (score 5 against 1), and ties go to
-// the newest by bind order (the port's primary chain). All of this was
-// checked on Linux 6.18 with real sockets.
+// any source address passes. Among ghosts, a remembered IPv4 peer that
+// matches and a bound device each add 4 to the score (as in Linux's
+// compute_score), and ties go to the newest by bind order (the port's
+// primary chain). All of this was checked on Linux 6.18 with real sockets.
 func (m *Model) ghost(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	if dst.Addr() != placeholder || !src.Addr().Is4() {
 		return 0, false
@@ -772,6 +772,9 @@ func (m *Model) ghost(src, dst netip.AddrPort, ifindex int) (int, bool) {
 			continue
 		}
 		sc := 1
+		if s.v4peer.IsValid() {
+			sc += 4
+		}
 		if s.device != 0 {
 			sc += 4
 		}
