@@ -12,24 +12,23 @@ import (
 
 	"github.com/udpdemux/udpdemux/demux"
 	"github.com/udpdemux/udpdemux/internal/model"
+	"github.com/udpdemux/udpdemux/internal/rows"
 )
 
-// TestKernelRows checks the 26 rows of DESIGN.md's kernel table, each
-// asserting the outcome Linux 6.18 gave. Every row runs on the table under
-// every strategy (Hybrid also with threshold 1, so that its secondary path
-// runs even for short chains) and on the reference model, so that the
-// model is checked against the kernel too.
+// TestKernelRows runs the rows of the semantics table (DESIGN.md, package
+// internal/rows), each asserting the outcome Linux 6.18 gave. Every row
+// runs on the table under every strategy (Hybrid also with threshold 1, so
+// that its secondary path runs even for short chains) and on the reference
+// model, so that the model is checked against the kernel too. The kernel
+// conformance test runs the same rows on real sockets.
 //
-// Interface 1 stands for lo. Where the table says only "A, B" the sockets
-// set SO_REUSEADDR, as they must to share the port at all. Rows whose
-// outcome rests on the clarifications of the model (beyond DESIGN.md's own
-// words) say so in their note.
+// Interface 1 stands for lo.
 
 const rowPort = 9000
 
 var (
 	rowPeerP = netip.MustParseAddrPort("127.0.0.2:5000") // the peer a socket connects to
-	rowPeerQ = netip.MustParseAddrPort("127.0.0.3:5000") // another sender
+	rowPeerQ = netip.MustParseAddrPort("127.0.0.2:5001") // another sender
 	rowPeer6 = netip.MustParseAddrPort("[::1]:5000")
 	rowLo    = 1
 )
@@ -142,209 +141,58 @@ func (e *rowEnv) delivers(src netip.AddrPort, dst string, want int) {
 	assert.Equal(e.t, want, got, "%v -> %v", src, d)
 }
 
-type kernelRow struct {
-	row  int
-	name string
-	note string // how the row depends on the model's clarifications
-	run  func(e *rowEnv)
+// rowPeers are the addresses of the rows' peers.
+var rowPeers = map[rows.Peer]netip.AddrPort{
+	rows.P:    rowPeerP,
+	rows.Q:    rowPeerQ,
+	rows.P6:   rowPeer6,
+	rows.Far4: netip.MustParseAddrPort("127.0.0.99:5000"),
 }
 
-var kernelRows = []kernelRow{
-	{1, "both ReuseAddr on 127.0.0.1: the newest receives", "", func(e *rowEnv) {
-		e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		b := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", b)
-	}},
-	{2, "0.0.0.0 connected to the sender beats 127.0.0.1", "connect takes the local address routing chose", func(e *rowEnv) {
-		a := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		b := e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		e.connect(b, rowPeerP, "127.0.0.1")
-		e.delivers(rowPeerP, "127.0.0.1", b)
-		e.delivers(rowPeerQ, "127.0.0.1", a)
-	}},
-	{3, "connected 127.0.0.1 gets its peer, the other the rest", "", func(e *rowEnv) {
-		a := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.connect(a, rowPeerP, "")
-		b := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", a)
-		e.delivers(rowPeerQ, "127.0.0.1", b)
-	}},
-	{4, "v4 0.0.0.0 beats v6 :: for IPv4, in either bind order", "", func(e *rowEnv) {
-		v4 := e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		e.bind(rowOpts("::", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", v4)
-		e.reset()
-		e.bind(rowOpts("::", rowReuseAddr))
-		v4 = e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", v4)
-	}},
-	{5, "device-bound 0.0.0.0 beats unbound 0.0.0.0, in either order", "", func(e *rowEnv) {
-		d := e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", d)
-		e.reset()
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		d = e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
-		e.delivers(rowPeerP, "127.0.0.1", d)
-	}},
-	{6, "127.0.0.1 beats device-bound 0.0.0.0, in either order", "", func(e *rowEnv) {
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
-		x := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", x)
-		e.reset()
-		x = e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowDevice(rowLo)))
-		e.delivers(rowPeerP, "127.0.0.1", x)
-	}},
-	{7, "v6 ::ffff:127.0.0.1 beats v4 0.0.0.0, in either order", "", func(e *rowEnv) {
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		m := e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", m)
-		e.reset()
-		m = e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
-		e.bind(rowOpts("0.0.0.0", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", m)
-	}},
-	{8, "v4 127.0.0.1 beats v6 ::ffff:127.0.0.1, in either order", "", func(e *rowEnv) {
-		v4 := e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", v4)
-		e.reset()
-		e.bind(rowOpts("::ffff:127.0.0.1", rowReuseAddr))
-		v4 = e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.delivers(rowPeerP, "127.0.0.1", v4)
-	}},
-	{9, ":: V6Only gets no IPv4 datagram", "", func(e *rowEnv) {
-		s := e.bind(rowOpts("::", rowV6Only))
-		e.delivers(rowPeerP, "127.0.0.1", -1)
-		e.delivers(rowPeerP, "::ffff:127.0.0.1", -1)
-		e.delivers(rowPeer6, "::1", s) // but IPv6 ones
-	}},
-	{10, "a connected socket gets nothing from another peer", "", func(e *rowEnv) {
-		s := e.bind(rowOpts("127.0.0.1"))
-		e.connect(s, rowPeerP, "")
-		e.delivers(rowPeerQ, "127.0.0.1", -1)
-		e.delivers(rowPeerP, "127.0.0.1", s)
-	}},
-	{11, "4 ReusePort sockets share 20 flows, each flow stable", "the table's hash, seeded from a fixed Rand", func(e *rowEnv) {
-		var group []int
-		for range 4 {
-			group = append(group, e.bind(rowOpts("127.0.0.1", rowReusePort)))
+// run runs the steps of r.
+func (e *rowEnv) run(r rows.Row) {
+	e.t.Helper()
+	for _, st := range r.Steps {
+		switch st.Kind {
+		case rows.Bind:
+			o := demux.Options{Addr: st.Bind.Addr, Port: rowPort, ReuseAddr: st.Bind.ReuseAddr, ReusePort: st.Bind.ReusePort, V6Only: st.Bind.V6Only}
+			if st.Bind.Device {
+				o.Device = rowLo
+			}
+			e.bindErr(o, st.Errno())
+		case rows.Connect:
+			e.connect(st.Sock, rowPeers[st.Peer], st.Local.String())
+		case rows.Send:
+			e.delivers(rowPeers[st.Peer], st.Dst.String(), st.WantSock())
+		case rows.Spread:
+			e.spread(st)
 		}
-		got := map[int]int{}
-		for p := range 20 {
-			src := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), uint16(20000+p))
-			dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), rowPort)
-			id, ok := e.s.lookup(src, dst, rowLo)
-			require.True(e.t, ok)
-			require.Contains(e.t, group, id)
-			for range 3 {
-				again, _ := e.s.lookup(src, dst, rowLo)
-				require.Equal(e.t, id, again, "flow %v is not stable", src)
-			}
-			if e.table != nil {
-				assert.Equal(e.t, group[e.table.ReusePortIndex(src, dst, 4)], id, "receiver is not the ReusePortIndex member")
-			}
-			got[id]++
+	}
+}
+
+// spread checks that st.Flows flows from st.Peer's address spread over the
+// whole group of sockets 0..st.Sock, each flow always to the same member,
+// and, on the table, to the member ReusePortIndex names.
+func (e *rowEnv) spread(st rows.Step) {
+	e.t.Helper()
+	n := st.Sock + 1
+	got := map[int]int{}
+	for p := range st.Flows {
+		src := netip.AddrPortFrom(rowPeers[st.Peer].Addr(), uint16(20000+p))
+		dst := netip.AddrPortFrom(st.Dst, rowPort)
+		id, ok := e.s.lookup(src, dst, rowLo)
+		require.True(e.t, ok)
+		require.Less(e.t, id, n)
+		for range 3 {
+			again, _ := e.s.lookup(src, dst, rowLo)
+			require.Equal(e.t, id, again, "flow %v is not stable", src)
 		}
-		assert.Len(e.t, got, 4, "flows per member: %v", got)
-	}},
-	{12, ":: dual-stack, then 0.0.0.0", "", func(e *rowEnv) {
-		e.bind(rowOpts("::"))
-		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
-	}},
-	{13, ":: V6Only, then 0.0.0.0", "", func(e *rowEnv) {
-		e.bind(rowOpts("::", rowV6Only))
-		e.bindErr(rowOpts("0.0.0.0"), 0)
-	}},
-	{14, ":: dual-stack, then 127.0.0.1", "", func(e *rowEnv) {
-		e.bind(rowOpts("::"))
-		e.bindErr(rowOpts("127.0.0.1"), syscall.EADDRINUSE)
-	}},
-	{15, "127.0.0.1, then :: dual-stack", "", func(e *rowEnv) {
-		e.bind(rowOpts("127.0.0.1"))
-		e.bindErr(rowOpts("::"), syscall.EADDRINUSE)
-	}},
-	{16, "127.0.0.1, then ::ffff:127.0.0.1 / ::ffff:127.0.0.2", "", func(e *rowEnv) {
-		e.bind(rowOpts("127.0.0.1"))
-		e.bindErr(rowOpts("::ffff:127.0.0.1"), syscall.EADDRINUSE)
-		e.reset()
-		e.bind(rowOpts("127.0.0.1"))
-		e.bindErr(rowOpts("::ffff:127.0.0.2"), 0)
-	}},
-	{17, "::1, then ::", "", func(e *rowEnv) {
-		e.bind(rowOpts("::1"))
-		e.bindErr(rowOpts("::"), syscall.EADDRINUSE)
-	}},
-	{18, "ReusePort 127.0.0.1 twice; ReusePort 127.0.0.1 then 0.0.0.0", "same Owner", func(e *rowEnv) {
-		e.bind(rowOpts("127.0.0.1", rowReusePort))
-		e.bindErr(rowOpts("127.0.0.1", rowReusePort), 0)
-		e.reset()
-		e.bind(rowOpts("127.0.0.1", rowReusePort))
-		e.bindErr(rowOpts("0.0.0.0", rowReusePort), 0)
-	}},
-	{19, "ReuseAddr, then no ReuseAddr on the same address", "", func(e *rowEnv) {
-		e.bind(rowOpts("127.0.0.1", rowReuseAddr))
-		e.bindErr(rowOpts("127.0.0.1"), syscall.EADDRINUSE)
-	}},
-	{20, "0.0.0.0 on lo, then 0.0.0.0 without device / on lo", "", func(e *rowEnv) {
-		e.bind(rowOpts("0.0.0.0", rowDevice(rowLo)))
-		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
-		e.reset()
-		e.bind(rowOpts("0.0.0.0", rowDevice(rowLo)))
-		e.bindErr(rowOpts("0.0.0.0", rowDevice(rowLo)), syscall.EADDRINUSE)
-	}},
-	{21, "11 sockets on 127.0.0.1…11, then 0.0.0.0", "", func(e *rowEnv) {
-		for i := 1; i <= 11; i++ {
-			e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i)))
+		if e.table != nil {
+			assert.Equal(e.t, e.table.ReusePortIndex(src, dst, n), id, "receiver is not the ReusePortIndex member")
 		}
-		e.bindErr(rowOpts("0.0.0.0"), syscall.EADDRINUSE)
-	}},
-	{22, "V6Only on ::ffff:127.0.0.1", "", func(e *rowEnv) {
-		e.bindErr(rowOpts("::ffff:127.0.0.1", rowV6Only), syscall.EINVAL)
-	}},
-	{23, "::1 without V6Only, then 0.0.0.0", "", func(e *rowEnv) {
-		e.bind(rowOpts("::1"))
-		e.bindErr(rowOpts("0.0.0.0"), 0)
-	}},
-	{24, ":: connected to ::1, then 0.0.0.0 / 127.0.0.1 / ::",
-		"the IPv4 side keeps the placeholder 127.0.0.6, which overlaps 0.0.0.0 only", func(e *rowEnv) {
-			setup := func() {
-				s := e.bind(rowOpts("::"))
-				e.connect(s, rowPeer6, "::1")
-			}
-			for _, c := range []struct {
-				addr string
-				want syscall.Errno
-			}{{"0.0.0.0", syscall.EADDRINUSE}, {"127.0.0.1", 0}, {"::", syscall.EADDRINUSE}} {
-				e.reset()
-				setup()
-				e.bindErr(rowOpts(c.addr), c.want)
-			}
-		}},
-	{25, ":: connected to ::ffff:127.0.0.99, then 127.0.0.1 / 127.0.0.2 / ::1",
-		"local is passed as IPv4 127.0.0.1 and becomes ::ffff:127.0.0.1", func(e *rowEnv) {
-			for _, c := range []struct {
-				addr string
-				want syscall.Errno
-			}{{"127.0.0.1", syscall.EADDRINUSE}, {"127.0.0.2", 0}, {"::1", 0}} {
-				e.reset()
-				s := e.bind(rowOpts("::"))
-				e.connect(s, netip.MustParseAddrPort("[::ffff:127.0.0.99]:5000"), "127.0.0.1")
-				e.bindErr(rowOpts(c.addr), c.want)
-			}
-		}},
-	{26, "0.0.0.0 connected (local 127.0.0.1), then 127.0.0.1 / 127.0.0.2", "", func(e *rowEnv) {
-		for _, c := range []struct {
-			addr string
-			want syscall.Errno
-		}{{"127.0.0.1", syscall.EADDRINUSE}, {"127.0.0.2", 0}} {
-			e.reset()
-			s := e.bind(rowOpts("0.0.0.0"))
-			e.connect(s, rowPeerP, "127.0.0.1")
-			e.bindErr(rowOpts(c.addr), c.want)
-		}
-	}},
+		got[id]++
+	}
+	assert.Len(e.t, got, n, "flows per member: %v", got)
 }
 
 // rowTables are the table configurations every row runs under.
@@ -363,40 +211,36 @@ var rowTables = []struct {
 }
 
 func TestKernelRows(t *testing.T) {
-	require.Len(t, kernelRows, 26)
-	for i, r := range kernelRows {
-		require.Equal(t, i+1, r.row)
-		name := fmt.Sprintf("row%02d", r.row)
+	require.Equal(t, rows.Count, rows.All[len(rows.All)-1].Num)
+	for i, r := range rows.All {
+		if i > 0 {
+			require.LessOrEqual(t, rows.All[i-1].Num, r.Num, "rows out of order")
+		}
+		name := fmt.Sprintf("row%02d", r.Num)
+		if r.Variant != "" {
+			name += "/" + r.Variant
+		}
 		t.Run(name, func(t *testing.T) {
-			if r.note != "" {
-				t.Logf("%s; depends on: %s", r.name, r.note)
+			if r.Note != "" {
+				t.Logf("%s; depends on: %s", r.Name, r.Note)
 			}
 			for _, tc := range rowTables {
 				t.Run(tc.name, func(t *testing.T) {
-					e := &rowEnv{t: t}
-					e.fresh = func() rowSUT {
-						cfg := tc.cfg
-						cfg.Rand = rand.NewPCG(1, 2)
-						tbl, err := demux.New[int](cfg)
-						require.NoError(t, err)
-						e.table = tbl
-						return &rowTableSUT{tbl: tbl}
-					}
-					e.reset()
-					r.run(e)
+					cfg := tc.cfg
+					cfg.Rand = rand.NewPCG(1, 2)
+					tbl, err := demux.New[int](cfg)
+					require.NoError(t, err)
+					e := &rowEnv{t: t, s: &rowTableSUT{tbl: tbl}, table: tbl}
+					e.run(r)
 					require.NoError(t, e.table.Verify())
 				})
 			}
 			t.Run("model", func(t *testing.T) {
-				e := &rowEnv{t: t}
-				e.fresh = func() rowSUT {
-					return rowModelSUT{model.New(model.Config{
-						// A stand-in flow hash: the model has none.
-						ReusePortIndex: func(src, dst netip.AddrPort, n int) int { return int(src.Port()) % n },
-					})}
-				}
-				e.reset()
-				r.run(e)
+				e := &rowEnv{t: t, s: rowModelSUT{model.New(model.Config{
+					// A stand-in flow hash: the model has none.
+					ReusePortIndex: func(src, dst netip.AddrPort, n int) int { return int(src.Port()) % n },
+				})}}
+				e.run(r)
 			})
 		})
 	}
