@@ -21,8 +21,8 @@ import (
 //	UDPDEMUX_CONFORMANCE_SCENARIOS  scenarios per seed (default 2500, 300 with -short)
 //	UDPDEMUX_CONFORMANCE_REPLAY     seed:index — run that one scenario, print its trace
 //	UDPDEMUX_CONFORMANCE_EXCUSE     kernel features whose differences count as
-//	                                deliberate besides a,b,c (hash4, lookup1,
-//	                                bindhash2; see model_linux_test.go),
+//	                                deliberate besides diff1-diff4 (hash4,
+//	                                placeholder-fallback; see model_linux_test.go),
 //	                                and connect46 to skip the connects that
 //	                                the table refuses; for hunting further
 //	                                differences only
@@ -31,7 +31,7 @@ var (
 	flagSeed      = flag.String("conformance.seed", "", "seed of the random run of the kernel conformance test (default: fresh)")
 	flagScenarios = flag.Int("conformance.scenarios", 0, "scenarios per seed of the kernel conformance test")
 	flagReplay    = flag.String("conformance.replay", "", "seed:index of one kernel conformance scenario to replay verbosely")
-	flagExcuse    = flag.String("conformance.excuse", "", "kernel features to treat as deliberate differences besides a,b,c (hash4,lookup1,bindhash2), and connect46; for hunting only")
+	flagExcuse    = flag.String("conformance.excuse", "", "kernel features to treat as deliberate differences besides diff1-diff4 (hash4,placeholder-fallback), and connect46; for hunting only")
 )
 
 // fixedSeed always runs, so that CI covers a known set of scenarios.
@@ -51,14 +51,8 @@ func knob(flagVal, env string) string {
 }
 
 // deliberate are the kernel behaviours that udpdemux does not follow on
-// purpose: DESIGN.md's a, b and c, and bindhash2 — with more than 10
-// sockets on a port, Linux checks a bind to a specific address against
-// that address's and the wildcard's secondary chains only, and so misses a
-// dual-stack socket that connected to an IPv6 peer and holds the IPv4
-// placeholder 127.0.0.6 under its IPv6 hash; with 10 or fewer it scans
-// the port's chain and finds it. The kernel's answer then depends on the
-// path, which DESIGN.md rules out: udpdemux always reports the conflict.
-const deliberate = featA | featB | featC | featBindHash2
+// purpose: the deliberate differences 1 to 4 of DESIGN.md and README.
+const deliberate = featDiff1 | featDiff2 | featDiff3 | featDiff4
 
 func parseExcuse(s string) (feature, error) {
 	f := deliberate
@@ -75,7 +69,7 @@ func parseExcuse(s string) (feature, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("unknown feature %q (want hash4, lookup1, bindhash2 or connect46)", n)
+			return 0, fmt.Errorf("unknown feature %q (want diff1-diff4, hash4, placeholder-fallback or connect46)", n)
 		}
 	}
 	return f, nil
@@ -92,7 +86,7 @@ func parseExcuse(s string) (feature, error) {
 // a SO_REUSEPORT group, a member of that group.
 //
 // The kernel model (model_linux_test.go) recognises the steps where
-// DESIGN.md's deliberate differences a, b and c change the kernel's answer.
+// the deliberate differences 1 to 4 (DESIGN.md) change the kernel's answer.
 // Those steps are counted; the table is checked against udpdemux's rule
 // (the model without the shortcut) and the kernel against the model, which
 // keeps the recognition exact. A failing scenario is shrunk to a minimal

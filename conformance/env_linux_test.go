@@ -138,7 +138,7 @@ type env struct {
 }
 
 const (
-	addrGhost = "127.0.0.6" // Linux's LOOPBACK4_IPV6 placeholder
+	addrPlaceholder = "127.0.0.6" // Linux's LOOPBACK4_IPV6 placeholder
 )
 
 // setupEnv builds the test network. As root, in a fresh network namespace
@@ -201,9 +201,9 @@ func (e *env) setup() error {
 		return fmt.Errorf("no lo: %w", err)
 	}
 	e.devs = []device{{"lo", lo.Index}}
-	e.bind4 = mustAddrs("0.0.0.0", "127.0.0.1", "127.0.0.2", addrGhost)
-	e.bind6 = mustAddrs("::ffff:127.0.0.1", "::ffff:127.0.0.2", "::ffff:0.0.0.0", "::ffff:"+addrGhost)
-	e.dst4 = mustAddrs("127.0.0.1", "127.0.0.2", "127.0.0.3", addrGhost)
+	e.bind4 = mustAddrs("0.0.0.0", "127.0.0.1", "127.0.0.2", addrPlaceholder)
+	e.bind6 = mustAddrs("::ffff:127.0.0.1", "::ffff:127.0.0.2", "::ffff:0.0.0.0", "::ffff:"+addrPlaceholder)
+	e.dst4 = mustAddrs("127.0.0.1", "127.0.0.2", "127.0.0.3", addrPlaceholder)
 	var peerAddrs []string
 	if e.root {
 		e.ports = []uint16{50000, 50001}
@@ -234,7 +234,7 @@ func (e *env) setup() error {
 		}
 		e.bind6 = append(e.bind6, mustAddrs("::", "::1", "fd00::1", "fd00::2")...)
 		e.dst6 = mustAddrs("::1", "fd00::1", "fd00::2", "fd00::3")
-		peerAddrs = []string{"127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.2:40001", addrGhost + ":40001",
+		peerAddrs = []string{"127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.2:40001", addrPlaceholder + ":40001",
 			"[::1]:40001", "[::1]:40002", "[fd00::2]:40001"}
 		// A veth pair is the second and third device.
 		if err := ip("link", "add", "veth0", "type", "veth", "peer", "name", "veth1"); err != nil {
@@ -274,7 +274,7 @@ func (e *env) setup() error {
 		for i := 1; i <= 14; i++ {
 			e.fillers4 = append(e.fillers4, netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}))
 		}
-		peerAddrs = []string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.2:0", addrGhost + ":0"}
+		peerAddrs = []string{"127.0.0.1:0", "127.0.0.1:0", "127.0.0.2:0", addrPlaceholder + ":0"}
 		if fd, err := socket(true, 0); err == nil {
 			err = syscall.Bind(fd, sockaddr(netip.MustParseAddrPort("[::1]:0")))
 			syscall.Close(fd)

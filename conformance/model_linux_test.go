@@ -31,41 +31,44 @@ import (
 type feature uint8
 
 const (
-	// featA: a bind conflict check stops at the first socket it meets that
-	// overlaps, and allows the bind if that one is a compatible ReusePort
-	// socket (deliberate difference a).
-	featA feature = 1 << iota
-	// featB: a lookup returns the group of the first ReusePort socket it
-	// meets with a better score than those before, unless that group has
-	// had connected members (deliberate difference b).
-	featB
-	// featC: IPv6 ReusePort sockets are appended to the end of their
-	// primary chain (sk_add_node_rcu) and of their secondary chain at
-	// bind, so they lose ties and are met last by the bind check
-	// (deliberate difference c).
-	featC
+	// featDiff1 (deliberate difference 1): a bind conflict check stops at
+	// the first socket it meets that overlaps, and allows the bind if that
+	// one is a compatible ReusePort socket.
+	featDiff1 feature = 1 << iota
+	// featDiff2 (deliberate difference 2): a lookup returns the group of
+	// the first ReusePort socket it meets with a better score than those
+	// before, unless that group has had connected members.
+	featDiff2
+	// featDiff3 (deliberate difference 3): IPv6 ReusePort sockets are
+	// appended to the end of their primary chain (sk_add_node_rcu) and of
+	// their secondary chain at bind, so they lose ties and are met last by
+	// the bind check.
+	featDiff3
 	// featHash4: connected sockets are hashed by 4-tuple when they
 	// connect (Linux 6.13+); a lookup first returns the most recently
 	// connected socket whose 4-tuple and device match, whatever the scores.
 	// A socket that connects again keeps its old 4-tuple hash slot, so it
 	// is no longer found there.
 	featHash4
-	// featLookup1: when the two secondary lookups find nothing, Linux
-	// scores the primary chain against the exact destination (6.13+). Only
-	// dual-stack "::" sockets connected to an IPv6 peer are found that way:
-	// their IPv4 address is the placeholder 127.0.0.6 and their IPv4 peer
-	// address is unset, so an IPv4 datagram to 127.0.0.6 from any address
-	// with the peer's port reaches them.
-	featLookup1
-	// featBindHash2: a bind to a specific address on a port with more than
-	// 10 sockets checks only the secondary chains of its address and of
-	// the wildcard (udp_lib_lport_inuse2), not the port's primary chain.
-	// That misses a dual-stack "::" socket connected to an IPv6 peer: its
-	// IPv4 address is the placeholder 127.0.0.6, but it is hashed under its
-	// IPv6 address, so a bind to 127.0.0.6 does not see it.
-	featBindHash2
+	// featPlaceholderFallback: the placeholder fallback. When the two
+	// secondary lookups find nothing, Linux scores the primary chain
+	// against the exact destination (6.13+). Only dual-stack "::" sockets
+	// connected to an IPv6 peer are found that way: their IPv4 address is
+	// the placeholder 127.0.0.6, and their IPv4 peer address is unset
+	// unless they once connected to an IPv4 peer, so an IPv4 datagram to
+	// 127.0.0.6 with the peer's port (and from that IPv4 peer, if set)
+	// reaches them.
+	featPlaceholderFallback
+	// featDiff4 (deliberate difference 4): a bind to a specific address on
+	// a port with more than 10 sockets checks only the secondary chains of
+	// its address and of the wildcard (udp_lib_lport_inuse2), not the
+	// port's primary chain. That misses a dual-stack "::" socket connected
+	// to an IPv6 peer: its IPv4 address is the placeholder 127.0.0.6, but
+	// it is hashed under its IPv6 address, so a bind to 127.0.0.6 does not
+	// see it.
+	featDiff4
 
-	featAll = featA | featB | featC | featHash4 | featLookup1 | featBindHash2
+	featAll = featDiff1 | featDiff2 | featDiff3 | featHash4 | featPlaceholderFallback | featDiff4
 
 	// skipConnect46 is not a model feature but a knob for hunting: skip
 	// connects of an IPv6 socket that already has a specific IPv6 local
@@ -76,7 +79,7 @@ const (
 var featureNames = []struct {
 	f    feature
 	name string
-}{{featA, "a"}, {featB, "b"}, {featC, "c"}, {featHash4, "hash4"}, {featLookup1, "lookup1"}, {featBindHash2, "bindhash2"}}
+}{{featDiff1, "diff1"}, {featDiff2, "diff2"}, {featDiff3, "diff3"}, {featDiff4, "diff4"}, {featHash4, "hash4"}, {featPlaceholderFallback, "placeholder-fallback"}}
 
 func (f feature) String() string {
 	var s []string
@@ -92,9 +95,9 @@ func (f feature) String() string {
 }
 
 var (
-	any4  = netip.IPv4Unspecified()
-	any6  = netip.IPv6Unspecified()
-	ghost = netip.MustParseAddr(addrGhost) // LOOPBACK4_IPV6
+	any4        = netip.IPv4Unspecified()
+	any6        = netip.IPv6Unspecified()
+	placeholder = netip.MustParseAddr(addrPlaceholder) // LOOPBACK4_IPV6
 
 	mappedAny = netip.MustParseAddr("::ffff:0.0.0.0")
 )
@@ -121,15 +124,15 @@ type msock struct {
 
 	group *mgroup // SO_REUSEPORT group (sk_reuseport_cb), nil when detached
 
-	seq1     int64 // primary chain with featC: larger is nearer the head
-	seq1NoC  int64 // primary chain without featC
-	seq2     int64 // secondary chain with featC
-	seq2NoC  int64 // secondary chain without featC
-	hashed4  bool
-	seq4     uint64 // 4-tuple chain: larger is nearer the head
-	h4v4     bool   // hashed with the IPv4 4-tuple hash
-	h4local  netip.AddrPort
-	h4remote netip.AddrPort
+	seq1        int64 // primary chain with featDiff3: larger is nearer the head
+	seq1NoDiff3 int64 // primary chain without featDiff3
+	seq2        int64 // secondary chain with featDiff3
+	seq2NoDiff3 int64 // secondary chain without featDiff3
+	hashed4     bool
+	seq4        uint64 // 4-tuple chain: larger is nearer the head
+	h4v4        bool   // hashed with the IPv4 4-tuple hash
+	h4local     netip.AddrPort
+	h4remote    netip.AddrPort
 }
 
 type mgroup struct {
@@ -167,7 +170,7 @@ func prepare(id int, b bindSpec) (*msock, syscall.Errno) {
 		s.rcv6, s.rcv4 = a, a.Unmap()
 		s.key = s.rcv4
 	default:
-		s.rcv6, s.rcv4, s.key = a, ghost, a
+		s.rcv6, s.rcv4, s.key = a, placeholder, a
 		s.v6only = true
 	}
 	return s, 0
@@ -237,10 +240,10 @@ func (m *model) primary(port uint16, f feature) []*msock {
 		}
 	}
 	slices.SortFunc(out, func(a, b *msock) int {
-		if f&featC != 0 {
+		if f&featDiff3 != 0 {
 			return cmpDesc(a.seq1, b.seq1)
 		}
-		return cmpDesc(a.seq1NoC, b.seq1NoC)
+		return cmpDesc(a.seq1NoDiff3, b.seq1NoDiff3)
 	})
 	return out
 }
@@ -254,10 +257,10 @@ func (m *model) secondary(key netip.Addr, port uint16, f feature) []*msock {
 		}
 	}
 	slices.SortFunc(out, func(a, b *msock) int {
-		if f&featC != 0 {
+		if f&featDiff3 != 0 {
 			return cmpDesc(a.seq2, b.seq2)
 		}
-		return cmpDesc(a.seq2NoC, b.seq2NoC)
+		return cmpDesc(a.seq2NoDiff3, b.seq2NoDiff3)
 	})
 	return out
 }
@@ -281,7 +284,7 @@ func inuse(sk *msock, chain []*msock, f feature) bool {
 			continue
 		}
 		compatible := s2.reusePort && sk.reusePort && s2.owner == sk.owner
-		if f&featA != 0 {
+		if f&featDiff1 != 0 {
 			return !compatible
 		}
 		if !compatible {
@@ -303,7 +306,7 @@ func (m *model) bindResult(sk *msock, f feature) syscall.Errno {
 		}
 	}
 	prim := m.primary(sk.port, f)
-	if useHash2 && len(prim) > 10 && f&featBindHash2 != 0 {
+	if useHash2 && len(prim) > 10 && f&featDiff4 != 0 {
 		exist := inuse(sk, m.secondary(sk.key, sk.port, f), f)
 		if !exist && sk.key != any4 {
 			exist = inuse(sk, m.secondary(any4, sk.port, f), f)
@@ -339,7 +342,7 @@ func (m *model) insert(sk *msock) {
 		sk.group.members = append(sk.group.members, sk)
 	}
 	t := int64(m.tick())
-	sk.seq1, sk.seq1NoC, sk.seq2, sk.seq2NoC = t, t, t, t
+	sk.seq1, sk.seq1NoDiff3, sk.seq2, sk.seq2NoDiff3 = t, t, t, t
 	if sk.fam6 && sk.reusePort {
 		sk.seq1, sk.seq2 = -t, -t
 	}
@@ -364,7 +367,7 @@ func (m *model) rehash(s *msock, key netip.Addr) {
 	m.detach(s)
 	if key != s.key {
 		t := m.tick()
-		s.key, s.seq2, s.seq2NoC = key, int64(t), int64(t)
+		s.key, s.seq2, s.seq2NoDiff3 = key, int64(t), int64(t)
 	}
 }
 
@@ -425,7 +428,7 @@ func (m *model) connect(s *msock, remote netip.AddrPort, local netip.Addr) {
 	default:
 		s.daddr6, s.dport = remote.Addr(), remote.Port()
 		if s.rcv6 == any6 {
-			s.rcv6, s.rcv4 = local, ghost
+			s.rcv6, s.rcv4 = local, placeholder
 			m.rehash(s, local)
 		}
 		m.hasConnsSet(s)
@@ -535,7 +538,7 @@ func (m *model) lookup(src, dst netip.AddrPort, ifindex int, f feature) []int {
 				if len(sel) > 0 {
 					slices.Sort(sel)
 					result = sel
-					if f&featB != 0 && !s.group.hasConns {
+					if f&featDiff2 != 0 && !s.group.hasConns {
 						return result
 					}
 					continue
@@ -555,7 +558,7 @@ func (m *model) lookup(src, dst netip.AddrPort, ifindex int, f feature) []int {
 	if r := scan(m.secondary(any4, dst.Port(), f), wild); r != nil {
 		return r
 	}
-	if f&featLookup1 != 0 {
+	if f&featPlaceholderFallback != 0 {
 		best, badness := -1, 0
 		for _, s := range m.primary(dst.Port(), f) {
 			if sc := score(s, dst.Addr()); sc > badness {

@@ -948,7 +948,7 @@ func (g *gen) sendOp(r *runner, open []*rsock) op {
 						v4 = append(v4, i)
 					}
 				}
-				return op{kind: opSend, peer: v4[g.pick(len(v4))], dst: netip.AddrPortFrom(ghost, s.local.Port())}
+				return op{kind: opSend, peer: v4[g.pick(len(v4))], dst: netip.AddrPortFrom(placeholder, s.local.Port())}
 			}
 			for i, p := range g.e.peers {
 				if p.addr == netip.AddrPortFrom(s.remote.Addr().Unmap(), s.remote.Port()) {
@@ -957,7 +957,7 @@ func (g *gen) sendOp(r *runner, open []*rsock) op {
 						// Connected again, from an IPv6 peer to an IPv4
 						// one: it keeps its IPv6 address, and IPv4
 						// reaches it only at the placeholder.
-						dst = netip.AddrPortFrom(ghost, s.local.Port())
+						dst = netip.AddrPortFrom(placeholder, s.local.Port())
 					}
 					if _, ok := g.e.arrive[dst.Addr()]; ok {
 						return op{kind: opSend, peer: i, dst: dst}

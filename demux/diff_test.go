@@ -632,7 +632,7 @@ func (g *diffGenerator) lookup(kind diffOpKind, socks []model.Socket) diffOp {
 			o.src = netip.AddrPortFrom(s.Remote.Addr().Unmap(), s.Remote.Port())
 		}
 		if o.src.Addr().Unmap().Is4() != dst.Unmap().Is4() {
-			// A ghost's IPv4 peer, or the like: one family per datagram.
+			// A placeholder holder's IPv4 peer, or the like: one family per datagram.
 			o.src = diffPick(g, diffPeers6)
 			if dst.Unmap().Is4() {
 				o.src = diffPick(g, diffPeers4)

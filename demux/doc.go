@@ -13,10 +13,17 @@
 // the port's primary chain is long (the hybrid rule), and the primary chain
 // otherwise. Every strategy gives the same answer; only the cost differs.
 //
-// Three details differ from Linux on purpose, so that no answer depends on
-// the order of sockets in a chain: a bind conflicts if any socket on the
-// port conflicts (Linux stops at the first compatible SO_REUSEPORT socket),
-// a lookup returns the best-scoring socket even when an SO_REUSEPORT socket
-// comes first in the chain, and IPv6 SO_REUSEPORT sockets win ties like any
-// other (the newest wins).
+// Four details differ from Linux on purpose, so that no answer depends on
+// the order of sockets in a chain or on which path found them (numbered as
+// in README and DESIGN.md):
+//
+//  1. A bind conflicts if any socket on the port conflicts; Linux stops at
+//     the first compatible SO_REUSEPORT socket.
+//  2. A lookup returns the best-scoring socket even when an SO_REUSEPORT
+//     socket comes first in the chain.
+//  3. IPv6 SO_REUSEPORT sockets win ties like any other socket (the newest
+//     wins); Linux puts them at the end of the chain.
+//  4. A bind to a specific IPv4 address always conflicts with a dual-stack
+//     socket holding the placeholder 127.0.0.6; Linux misses it when the
+//     port has more than 10 sockets.
 package demux

@@ -33,8 +33,8 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		if t.count {
 			t.stats.lookup(p)
 		}
-		if e == nil && t.g == nil && lookup.MayGhost(&q) {
-			e = t.tabs.Ghost(&q)
+		if e == nil && t.g == nil && lookup.ToPlaceholder(&q) {
+			e = t.tabs.PlaceholderFallback(&q)
 		}
 	}
 	if e == nil {

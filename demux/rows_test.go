@@ -352,16 +352,17 @@ func TestKernelRow21Secondary(t *testing.T) {
 	assert.Greater(t, after.Lookups.Secondary, before.Lookups.Secondary, "Hybrid never took the secondary path")
 }
 
-// TestDeliberateDifferences checks DESIGN.md's three deliberate
-// differences from Linux, whose kernel answer depends on chain order: here
-// the rule applies whatever the order and the strategy.
+// TestDeliberateDifferences checks the four deliberate differences from
+// Linux (numbered as in DESIGN.md and README), whose kernel answer depends
+// on chain order or on the path: here the rule applies whatever the order
+// and the strategy.
 func TestDeliberateDifferences(t *testing.T) {
 	owner1 := func(o *demux.Options) { o.Owner = 1 }
 	cases := []struct {
 		name string
 		run  func(e *rowEnv)
 	}{
-		{"a: a compatible ReusePort socket does not excuse another conflict", func(e *rowEnv) {
+		{"1: a compatible ReusePort socket does not excuse another conflict", func(e *rowEnv) {
 			// Linux allows the bind if it meets the ReusePort socket first.
 			e.bind(rowOpts("0.0.0.0", rowReuseAddr))
 			e.bind(rowOpts("127.0.0.1", rowReuseAddr, rowReusePort))
@@ -371,11 +372,11 @@ func TestDeliberateDifferences(t *testing.T) {
 			e.bind(rowOpts("0.0.0.0", rowReuseAddr))
 			e.bindErr(rowOpts("127.0.0.1", rowReusePort), syscall.EADDRINUSE)
 		}},
-		{"a: ReusePort of another owner conflicts", func(e *rowEnv) {
+		{"1: ReusePort of another owner conflicts", func(e *rowEnv) {
 			e.bind(rowOpts("127.0.0.1", rowReusePort))
 			e.bindErr(rowOpts("127.0.0.1", rowReusePort, owner1), syscall.EADDRINUSE)
 		}},
-		{"b: a higher score beats a ReusePort socket met first", func(e *rowEnv) {
+		{"2: a higher score beats a ReusePort socket met first", func(e *rowEnv) {
 			// Linux returns the ReusePort group if it comes first.
 			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
 			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
@@ -387,7 +388,7 @@ func TestDeliberateDifferences(t *testing.T) {
 			e.bind(rowOpts("0.0.0.0", rowReuseAddr, rowReusePort))
 			e.delivers(rowPeerP, "127.0.0.1", d)
 		}},
-		{"c: an IPv6 ReusePort socket wins ties as the newest", func(e *rowEnv) {
+		{"3: an IPv6 ReusePort socket wins ties as the newest", func(e *rowEnv) {
 			// Linux appends IPv6 ReusePort sockets to the chain's end.
 			e.bind(rowOpts("::1", rowReuseAddr))
 			rp := e.bind(rowOpts("::1", rowReuseAddr, rowReusePort))
@@ -396,6 +397,17 @@ func TestDeliberateDifferences(t *testing.T) {
 			e.bind(rowOpts("::1", rowReuseAddr, rowReusePort))
 			plain := e.bind(rowOpts("::1", rowReuseAddr))
 			e.delivers(rowPeer6, "::1", plain)
+		}},
+		{"4: a bind to 127.0.0.6 sees the placeholder on a long port", func(e *rowEnv) {
+			// Linux checks only the secondary chains of 127.0.0.6 and
+			// 0.0.0.0 when the port has more than 10 sockets, and misses
+			// the dual-stack socket, hashed under ::1, that holds it.
+			for i := 20; i < 31; i++ {
+				e.bind(rowOpts(fmt.Sprintf("127.0.0.%d", i), rowReuseAddr))
+			}
+			s := e.bind(rowOpts("::", rowReuseAddr))
+			e.connect(s, rowPeer6, "::1")
+			e.bindErr(rowOpts("127.0.0.6"), syscall.EADDRINUSE)
 		}},
 	}
 	for _, c := range cases {

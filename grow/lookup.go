@@ -25,8 +25,8 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
 // tries the 127.0.0.6 fallback when nothing matched.
 func (g *Engine) finish(pr *Port, e *sock.Face, q *lookup.Query) *sock.Face {
 	if e == nil {
-		if lookup.MayGhost(q) {
-			return lookup.GhostScan(pr.list.First(), q)
+		if lookup.ToPlaceholder(q) {
+			return lookup.PlaceholderFallbackFrom(pr.list.First(), q)
 		}
 		return nil
 	}

@@ -79,7 +79,7 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		// A connected socket answers only its peer's family. A dual-stack
 		// socket that connected to an IPv6 peer and then to an IPv4 one
 		// keeps its IPv6 address and the IPv4 placeholder, so it answers
-		// neither family in the ordinary way (see lookup.Ghost), until it
+		// neither family in the ordinary way (see lookup.PlaceholderFallback), until it
 		// connects to an IPv6 peer again.
 		if v4peer {
 			n.Flags &^= sock.HasV6

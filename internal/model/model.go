@@ -8,7 +8,7 @@
 // the kernel answers otherwise, the model follows Linux 6.18 as observed
 // with real sockets on loopback (DESIGN.md: the kernel is right), and says
 // so where it does: the 4-tuple precedence of connected sockets, the
-// 127.0.0.6 "ghost" delivery, and the order of connect's errors. Speed is
+// 127.0.0.6 placeholder fallback, and the order of connect's errors. Speed is
 // not a goal; being obviously right is.
 //
 // Addresses follow net/netip. Datagram addresses given in v4-mapped form
@@ -116,7 +116,7 @@ type socket struct {
 	remote netip.AddrPort
 	// v4peer is the last IPv4 peer address an IPv6 socket connected to,
 	// Linux's inet_daddr: a later connect to an IPv6 peer leaves it (only
-	// the ghost path looks at it).
+	// the placeholder fallback looks at it).
 	v4peer netip.Addr
 	// hash4 is the order of the socket's first connect (0: never
 	// connected), and hash4Local and hash4Remote the normalized 4-tuple
@@ -282,7 +282,7 @@ func conflicts(n, e *socket) bool {
 	}
 	// Two SO_REUSEPORT sockets of the same owner share the port. Every
 	// socket on the port counts: unlike Linux, no ReusePort socket met
-	// first excuses a conflict with another one (DESIGN.md difference a).
+	// first excuses a conflict with another one (deliberate difference 1, DESIGN.md).
 	return !(n.reusePort && e.reusePort && n.owner == e.owner)
 }
 
@@ -556,7 +556,7 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 		// The local address is fixed. A dual-stack socket that an IPv6
 		// connect gave an IPv6 address can still reconnect to an IPv4
 		// peer: Linux keeps its IPv6 address and its IPv4 side
-		// 127.0.0.6, which then only the ghost path reaches.
+		// 127.0.0.6, which then only the placeholder fallback reaches.
 		if local.IsValid() {
 			l := local
 			if s.v6 && localV4 {
@@ -684,8 +684,8 @@ func score(s *socket, dst netip.AddrPort) int {
 //
 // The order is Linux 6.18's: first the 4-tuple precedence of connected
 // sockets (see socket.hash4), then the exact-address tier, then the
-// wildcard tier, scored as DESIGN.md says, and last the 127.0.0.6 ghost
-// path (see ghost). If the winner is
+// wildcard tier, scored as DESIGN.md says, and last the placeholder
+// fallback (see placeholderFallback). If the winner is
 // in a ReusePort group and Config.ReusePortIndex answers an index outside
 // the group, it returns -1 and true, which matches no socket.
 func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
@@ -720,7 +720,7 @@ func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 		}
 	}
 	if best == nil {
-		return m.ghost(src, dst, ifindex)
+		return m.placeholderFallback(src, dst, ifindex)
 	}
 	if !best.reusePort || best.remote.IsValid() {
 		return best.id, true
@@ -739,30 +739,31 @@ func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	return group[idx].id, true
 }
 
-// isGhost reports whether s is a dual-stack socket that a connect to an
+// holdsPlaceholder reports whether s is a dual-stack socket that a connect to an
 // IPv6 peer gave an IPv6 local address: its IPv4 side is Linux's
 // placeholder 127.0.0.6.
-func isGhost(s *socket) bool {
+func holdsPlaceholder(s *socket) bool {
 	return s.v6 && !s.v6only && s.v4 == placeholder && s.remote.IsValid()
 }
 
-// ghost is Linux 6.18's last resort for an IPv4 datagram that no socket
-// matched: a ghost socket (see isGhost) receives it if it is addressed to
+// placeholderFallback is Linux 6.18's last resort for an IPv4 datagram that
+// no socket matched: a socket holding the placeholder (see
+// holdsPlaceholder) receives it if it is addressed to
 // 127.0.0.6 and comes from the current peer's port — and from the address
 // of the last IPv4 peer the socket connected to, if it ever reconnected to
 // one (Linux's inet_daddr, which connects to IPv6 peers leave alone); else
-// any source address passes. Among ghosts, a remembered IPv4 peer that
+// any source address passes. Among those sockets, a remembered IPv4 peer that
 // matches and a bound device each add 4 to the score (as in Linux's
 // compute_score), and ties go to the newest by bind order (the port's
 // primary chain). All of this was checked on Linux 6.18 with real sockets.
-func (m *Model) ghost(src, dst netip.AddrPort, ifindex int) (int, bool) {
+func (m *Model) placeholderFallback(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	if dst.Addr() != placeholder || !src.Addr().Is4() {
 		return 0, false
 	}
 	var best *socket
 	bestScore := 0
 	for _, s := range m.socks {
-		if !isGhost(s) || s.port != dst.Port() || s.remote.Port() != src.Port() {
+		if !holdsPlaceholder(s) || s.port != dst.Port() || s.remote.Port() != src.Port() {
 			continue
 		}
 		if s.v4peer.IsValid() && s.v4peer != src.Addr() {

@@ -143,7 +143,7 @@ func TestConflicts(t *testing.T) {
 }
 
 // TestEveryConflictCounts: a compatible ReusePort socket does not excuse a
-// conflict with another socket (DESIGN.md difference a).
+// conflict with another socket (deliberate difference 1, DESIGN.md).
 func TestEveryConflictCounts(t *testing.T) {
 	m := New(Config{})
 	mustBind(t, m, opt("127.0.0.1", 1, ra))
@@ -376,11 +376,11 @@ func TestHash4(t *testing.T) {
 	})
 }
 
-// TestGhost checks the delivery of IPv4 datagrams for 127.0.0.6 to a
+// TestPlaceholderFallback checks the delivery of IPv4 datagrams for 127.0.0.6 to a
 // dual-stack socket connected to an IPv6 peer, each case as Linux 6.18
 // answered it.
-func TestGhost(t *testing.T) {
-	ghost := func(t *testing.T, m *Model, f ...func(*demux.Options)) int {
+func TestPlaceholderFallback(t *testing.T) {
+	holder := func(t *testing.T, m *Model, f ...func(*demux.Options)) int {
 		id := mustBind(t, m, opt("::", 1, f...))
 		require.NoError(t, m.Connect(id, ap("[::1]:5000"), netip.MustParseAddr("::1")))
 		return id
@@ -388,7 +388,7 @@ func TestGhost(t *testing.T) {
 	six := ap("127.0.0.6:1")
 	t.Run("from the peer's port only", func(t *testing.T) {
 		m := New(Config{})
-		g := ghost(t, m)
+		g := holder(t, m)
 		got, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
 		assert.True(t, ok)
 		assert.Equal(t, g, got)
@@ -400,7 +400,7 @@ func TestGhost(t *testing.T) {
 	t.Run("last resort", func(t *testing.T) {
 		for _, other := range []demux.Options{opt("127.0.0.6", 1, ra), opt("127.0.0.6", 1, ra, dev(1)), opt("0.0.0.0", 1, ra)} {
 			m := New(Config{})
-			ghost(t, m, ra)
+			holder(t, m, ra)
 			o := mustBind(t, m, other)
 			got, _ := m.Lookup(ap("127.0.0.2:5000"), six, 1)
 			assert.Equal(t, o, got, "%v", other.Addr)
@@ -408,7 +408,7 @@ func TestGhost(t *testing.T) {
 	})
 	t.Run("not V6Only", func(t *testing.T) {
 		m := New(Config{})
-		ghost(t, m, v6)
+		holder(t, m, v6)
 		_, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
 		assert.False(t, ok)
 	})
@@ -430,7 +430,7 @@ func TestGhost(t *testing.T) {
 	})
 	t.Run("reconnected to an IPv4 peer", func(t *testing.T) {
 		m := New(Config{})
-		g := ghost(t, m)
+		g := holder(t, m)
 		require.NoError(t, m.Connect(g, ap("127.0.0.2:5000"), netip.Addr{}))
 		assert.Equal(t, ap("[::1]:1"), m.Snapshot()[0].Local, "keeps its IPv6 address")
 		got, ok := m.Lookup(ap("127.0.0.2:5000"), six, 0)
@@ -443,7 +443,7 @@ func TestGhost(t *testing.T) {
 	})
 	t.Run("keeps the IPv4 peer through an IPv6 reconnect", func(t *testing.T) {
 		m := New(Config{})
-		g := ghost(t, m)
+		g := holder(t, m)
 		require.NoError(t, m.Connect(g, ap("127.0.0.3:2000"), netip.Addr{}))
 		require.NoError(t, m.Connect(g, ap("[::1]:1000"), netip.Addr{}))
 		_, ok := m.Lookup(ap("127.0.0.1:1000"), six, 0)
@@ -456,7 +456,7 @@ func TestGhost(t *testing.T) {
 	})
 	t.Run("follows the peer's port", func(t *testing.T) {
 		m := New(Config{})
-		g := ghost(t, m)
+		g := holder(t, m)
 		require.NoError(t, m.Connect(g, ap("[::1]:6000"), netip.Addr{}))
 		got, ok := m.Lookup(ap("127.0.0.2:6000"), six, 0)
 		assert.True(t, ok)

@@ -5,20 +5,24 @@ import (
 	"github.com/udpdemux/udpdemux/ipv6"
 )
 
-// Ghost finds the receiver of an IPv4 datagram to 127.0.0.6 that no
-// ordinary candidate took, as Linux (6.13 onwards) does when both of its
-// secondary-table searches come back empty: it scores the primary chain
-// against the exact destination, and there a dual-stack socket that
+// PlaceholderFallback finds the receiver of an IPv4 datagram to 127.0.0.6
+// that no ordinary candidate took (DESIGN.md, "The placeholder fallback"),
+// as Linux (6.13 onwards) does when both of its secondary-table searches
+// come back empty: it scores the primary chain against the exact
+// destination, and there a dual-stack socket that
 // connected to an IPv6 peer answers on its IPv4 placeholder 127.0.0.6.
 // Such a socket has no IPv4 peer address, so only the source port is
 // checked — unless it once connected to an IPv4 peer: Linux keeps that
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func (t *Tables) Ghost(q *Query) *sock.Face { return GhostScan(t.H1.Slot(q.DstPort).Chain.First(), q) }
+func (t *Tables) PlaceholderFallback(q *Query) *sock.Face {
+	return PlaceholderFallbackFrom(t.H1.Slot(q.DstPort).Chain.First(), q)
+}
 
-// GhostScan is Ghost over the primary chain that starts at n.
-func GhostScan(n *sock.Node, q *Query) *sock.Face {
+// PlaceholderFallbackFrom is PlaceholderFallback over the primary chain
+// that starts at n.
+func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Face {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.Of(n, false)
@@ -50,6 +54,6 @@ func GhostScan(n *sock.Node, q *Query) *sock.Face {
 	return b.E
 }
 
-// MayGhost reports whether a datagram that found no receiver should be
-// offered to Ghost.
-func MayGhost(q *Query) bool { return q.Is4 && q.Key.V4() == ipv6.Placeholder4 }
+// ToPlaceholder reports whether q is an IPv4 datagram to the placeholder
+// 127.0.0.6: one that found no receiver goes to PlaceholderFallback.
+func ToPlaceholder(q *Query) bool { return q.Is4 && q.Key.V4() == ipv6.Placeholder4 }
