@@ -1,0 +1,247 @@
+//go:build linux
+
+package conformance
+
+import (
+	"math/rand/v2"
+	"net/netip"
+)
+
+// gen makes the ops of a scenario one at a time, looking at the runner's
+// state (which sockets are open and connected) so that most ops matter.
+type gen struct {
+	rng    *rand.Rand
+	e      *env
+	nextID int
+	filled bool
+}
+
+func (g *gen) pick(n int) int { return g.rng.IntN(n) }
+
+func (g *gen) chance(pct int) bool { return g.rng.IntN(100) < pct }
+
+func (g *gen) next(r *runner) []op {
+	open := r.sortedSocks()
+	w := g.pick(100)
+	switch {
+	case len(open) == 0 || w < 30:
+		return []op{g.bindOp(r, open)}
+	case w < 40:
+		s := open[g.pick(len(open))]
+		if s.connected && g.chance(60) {
+			s = open[g.pick(len(open))] // prefer unconnected ones, a little
+		}
+		return []op{{kind: opConnect, id: s.id, peer: g.peerFor(s)}}
+	case w < 47:
+		return []op{{kind: opClose, id: open[g.pick(len(open))].id}}
+	case w < 49 && !g.filled:
+		return g.fill()
+	}
+	return []op{g.sendOp(r, open)}
+}
+
+func (g *gen) port() uint16 {
+	if g.chance(75) {
+		return g.e.ports[0]
+	}
+	return g.e.ports[g.pick(len(g.e.ports))]
+}
+
+func (g *gen) owner() uint32 {
+	if g.e.root && g.chance(25) {
+		return 1000
+	}
+	return g.e.uid
+}
+
+func (g *gen) device(addr netip.Addr) int {
+	if !g.e.root || g.chance(60) {
+		return 0
+	}
+	// Specific IPv6 and v4-mapped binds need the address on the device
+	// (else EADDRNOTAVAIL): mostly pick the owner.
+	if addr.Is6() && addr != any6 && addr != mappedAny && g.chance(80) {
+		if d, ok := g.e.arrive[addr.Unmap()]; ok {
+			return d
+		}
+		if addr.Unmap().Is4() {
+			return g.e.devs[0].ifindex
+		}
+	}
+	w := g.pick(100)
+	switch {
+	case w < 55 || len(g.e.devs) == 1:
+		return g.e.devs[0].ifindex
+	case w < 85:
+		return g.e.devs[1].ifindex
+	}
+	return g.e.devs[len(g.e.devs)-1].ifindex
+}
+
+// weighted picks from pool, the first two twice as likely as the others.
+func (g *gen) weighted(pool []netip.Addr) netip.Addr {
+	i := g.pick(len(pool) + 2)
+	if i >= len(pool) {
+		i = (i - len(pool)) % len(pool)
+	}
+	return pool[i]
+}
+
+func (g *gen) bindOp(r *runner, open []*rsock) op {
+	id := g.nextID
+	g.nextID++
+	var b bindSpec
+	switch {
+	case len(open) > 0 && g.chance(25):
+		// Same options as an open socket, one of them sometimes changed:
+		// groups, ties and near-conflicts.
+		b = open[g.pick(len(open))].spec
+		switch g.pick(6) {
+		case 0:
+			b.reuseAddr = !b.reuseAddr
+		case 1:
+			b.reusePort = !b.reusePort
+		case 2:
+			b.owner = g.owner()
+		case 3:
+			b.dev = g.device(b.addr)
+		}
+	default:
+		b.port = g.port()
+		fam6 := g.chance(50)
+		switch {
+		case len(open) > 0 && g.chance(30):
+			// The address of an open socket, or its other-family form.
+			a := open[g.pick(len(open))].spec.addr
+			b.port = open[g.pick(len(open))].spec.port
+			switch {
+			case a.Is4() && fam6:
+				a = netip.AddrFrom16(a.As16())
+			case a.Is4In6() && !fam6:
+				a = a.Unmap()
+			case a == any6 && !fam6:
+				a = any4
+			case a == any4 && fam6:
+				a = any6
+			}
+			b.addr = a
+		case fam6:
+			b.addr = g.weighted(g.e.bind6)
+		default:
+			b.addr = g.weighted(g.e.bind4)
+		}
+		b.reuseAddr = g.chance(40)
+		b.reusePort = g.chance(40)
+		b.owner = g.owner()
+		b.dev = g.device(b.addr)
+		b.v6only = b.addr.Is6() && g.chance(25)
+	}
+	if b.addr.Is4() {
+		b.v6only = false
+	}
+	return op{kind: opBind, id: id, bind: b}
+}
+
+// fill binds 11 to 13 sockets on distinct addresses of one port, so that its
+// primary chain is longer than 10 (the kernel's and the hybrid rule's
+// threshold).
+func (g *gen) fill() []op {
+	g.filled = true
+	pool := g.e.fillers4
+	if len(g.e.fillers6) > 0 && g.chance(35) {
+		pool = g.e.fillers6
+	}
+	port := g.port()
+	n := 11 + g.pick(3)
+	if n > len(pool) {
+		n = len(pool)
+	}
+	var ops []op
+	for i := 0; i < n; i++ {
+		b := bindSpec{addr: pool[i], port: port, reuseAddr: g.chance(30), reusePort: g.chance(30), owner: g.e.uid}
+		ops = append(ops, op{kind: opBind, id: g.nextID, bind: b})
+		g.nextID++
+	}
+	return ops
+}
+
+// peerFor picks a peer for socket s to connect to.
+func (g *gen) peerFor(s *rsock) int {
+	var cands []int
+	for i, p := range g.e.peers {
+		if p.addr.Addr().Is4() && (!s.spec.addr.Is6() || !s.v6only || g.chance(10)) || p.addr.Addr().Is6() && s.spec.addr.Is6() {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return 0
+	}
+	return cands[g.pick(len(cands))]
+}
+
+func (g *gen) sendOp(r *runner, open []*rsock) op {
+	// A datagram from the peer of a connected socket, to its address.
+	if g.chance(30) {
+		var conn []*rsock
+		for _, s := range open {
+			if s.connected {
+				conn = append(conn, s)
+			}
+		}
+		if len(conn) > 0 {
+			s := conn[g.pick(len(conn))]
+			if s.spec.addr.Is6() && !s.v6only && s.local.Addr().Is6() && !s.local.Addr().Is4In6() && g.chance(50) {
+				// A dual-stack socket connected to an IPv6 peer keeps the
+				// IPv4 placeholder address 127.0.0.6 (and no IPv4 peer
+				// address): IPv4 datagrams to it with the peer's port.
+				var v4 []int
+				for i, p := range g.e.peers {
+					if p.addr.Addr().Is4() {
+						v4 = append(v4, i)
+					}
+				}
+				return op{kind: opSend, peer: v4[g.pick(len(v4))], dst: netip.AddrPortFrom(placeholder, s.local.Port())}
+			}
+			for i, p := range g.e.peers {
+				if p.addr == netip.AddrPortFrom(s.remote.Addr().Unmap(), s.remote.Port()) {
+					dst := netip.AddrPortFrom(s.local.Addr().Unmap(), s.local.Port())
+					if p.addr.Addr().Is4() && dst.Addr().Is6() {
+						// Connected again, from an IPv6 peer to an IPv4
+						// one: it keeps its IPv6 address, and IPv4
+						// reaches it only at the placeholder.
+						dst = netip.AddrPortFrom(placeholder, s.local.Port())
+					}
+					if _, ok := g.e.arrive[dst.Addr()]; ok {
+						return op{kind: opSend, peer: i, dst: dst}
+					}
+				}
+			}
+		}
+	}
+	port := g.port()
+	if len(open) > 0 && g.chance(85) {
+		port = open[g.pick(len(open))].spec.port
+	}
+	v6 := len(g.e.dst6) > 0 && g.chance(40)
+	var dst netip.Addr
+	if len(open) > 0 && g.chance(50) {
+		a := open[g.pick(len(open))].spec.addr.Unmap()
+		if _, ok := g.e.arrive[a]; ok {
+			dst, v6 = a, a.Is6()
+		}
+	}
+	if !dst.IsValid() {
+		if v6 {
+			dst = g.weighted(g.e.dst6)
+		} else {
+			dst = g.weighted(g.e.dst4)
+		}
+	}
+	var peers []int
+	for i, p := range g.e.peers {
+		if p.addr.Addr().Is6() == v6 {
+			peers = append(peers, i)
+		}
+	}
+	return op{kind: opSend, peer: peers[g.pick(len(peers))], dst: netip.AddrPortFrom(dst, port)}
+}

@@ -1,0 +1,241 @@
+//go:build linux
+
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// The runner's state: the tables under test, the open sockets on every
+// side, the trace and the first failure. Its steps are in
+// steps_linux_test.go.
+
+// tableUT is one table under test.
+type tableUT struct {
+	name string
+	t    *demux.Table[int]
+}
+
+// tableConfigs are the tables every op runs on: each strategy, and a small
+// table with threshold 1 so that the hybrid strategy takes its secondary
+// path on short chains.
+var tableConfigs = []struct {
+	name string
+	cfg  demux.Config
+}{
+	{"hybrid", demux.Config{}},
+	{"one-phase", demux.Config{Slots: 256, Strategy: demux.OnePhase}},
+	{"two-phase", demux.Config{Slots: 256, Strategy: demux.TwoPhase}},
+	{"hybrid/threshold=1", demux.Config{Slots: 256, Threshold: 1}},
+}
+
+// rsock is an open socket of a scenario, on every side.
+type rsock struct {
+	id        int
+	spec      bindSpec
+	v6only    bool // effective: a specific IPv6 bind sets it
+	fd        int
+	ts        []*demux.Socket[int] // one per table
+	ms        *msock
+	connected bool
+	remote    netip.AddrPort
+	local     netip.AddrPort // getsockname
+}
+
+type failure struct {
+	step int    // index of the op that failed
+	kind string // class, for grouping and for shrinking
+	msg  string
+}
+
+// runner executes ops on the kernel, the model and the tables, and compares.
+// It runs on the env thread.
+type runner struct {
+	e          *env
+	excuse     feature // features whose differences are deliberate
+	tables     []tableUT
+	m          *model
+	socks      map[int]*rsock
+	seq        uint64
+	st         *stats
+	trace      []string
+	fail       *failure
+	long       bool
+	verifyEach bool
+	outcome    string   // the kernel's answer to the current op
+	outcomes   []string // the kernel's answer to every op run
+}
+
+func newRunner(e *env, excuse feature, salt uint64) (*runner, error) {
+	r := &runner{e: e, excuse: excuse, m: newModel(), socks: map[int]*rsock{}, st: newStats(), seq: salt << 32}
+	for _, c := range tableConfigs {
+		t, err := demux.New[int](c.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("demux.New(%s): %w", c.name, err)
+		}
+		r.tables = append(r.tables, tableUT{c.name, t})
+	}
+	return r, nil
+}
+
+// cleanup closes every kernel socket (the tables are dropped).
+func (r *runner) cleanup() {
+	for _, s := range r.socks {
+		syscall.Close(s.fd)
+	}
+	r.socks = nil
+}
+
+func (r *runner) failf(step int, kind, format string, args ...any) {
+	if r.fail == nil {
+		r.fail = &failure{step: step, kind: kind, msg: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (r *runner) tracef(format string, args ...any) {
+	r.trace = append(r.trace, fmt.Sprintf(format, args...))
+}
+
+func (r *runner) devName(ifindex int) string {
+	for _, d := range r.e.devs {
+		if d.ifindex == ifindex {
+			return d.name
+		}
+	}
+	return fmt.Sprint(ifindex)
+}
+
+func (r *runner) specString(b bindSpec) string {
+	var s strings.Builder
+	s.WriteString(netip.AddrPortFrom(b.addr, b.port).String())
+	if b.reuseAddr {
+		s.WriteString(" reuseaddr")
+	}
+	if b.reusePort {
+		s.WriteString(" reuseport")
+	}
+	if b.owner != r.e.uid {
+		fmt.Fprintf(&s, " owner=%d", b.owner)
+	}
+	if b.dev != 0 {
+		fmt.Fprintf(&s, " dev=%s", r.devName(b.dev))
+	}
+	if b.v6only {
+		s.WriteString(" v6only")
+	}
+	return s.String()
+}
+
+func errnoString(e syscall.Errno) string {
+	switch e {
+	case 0:
+		return "ok"
+	case syscall.EADDRINUSE:
+		return "EADDRINUSE"
+	case syscall.EINVAL:
+		return "EINVAL"
+	case syscall.EADDRNOTAVAIL:
+		return "EADDRNOTAVAIL"
+	case syscall.EAFNOSUPPORT:
+		return "EAFNOSUPPORT"
+	case syscall.ENETUNREACH:
+		return "ENETUNREACH"
+	case syscall.EBADF:
+		return "EBADF"
+	case errUnknown:
+		return "non-errno error"
+	}
+	return fmt.Sprintf("errno %d (%v)", int(e), e)
+}
+
+const errUnknown = syscall.Errno(0xfffff)
+
+// errnoOf maps a table error to its errno.
+func errnoOf(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var en syscall.Errno
+	if errors.As(err, &en) {
+		return en
+	}
+	for _, e := range []syscall.Errno{syscall.EADDRINUSE, syscall.EINVAL, syscall.EADDRNOTAVAIL, syscall.EAFNOSUPPORT, syscall.EBADF} {
+		if errors.Is(err, e) {
+			return e
+		}
+	}
+	return errUnknown
+}
+
+func (r *runner) sockName(id int) string {
+	if id < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("s%d", id)
+}
+
+func setName(ids []int) string {
+	switch len(ids) {
+	case 0:
+		return "none"
+	case 1:
+		return fmt.Sprintf("s%d", ids[0])
+	}
+	var p []string
+	for _, id := range ids {
+		p = append(p, fmt.Sprintf("s%d", id))
+	}
+	return "group{" + strings.Join(p, ",") + "}"
+}
+
+// exec runs one op; false when the scenario must stop.
+func (r *runner) exec(step int, o op) bool {
+	r.st.ops++
+	r.outcome = ""
+	defer func() { r.outcomes = append(r.outcomes, r.outcome) }()
+	switch o.kind {
+	case opBind:
+		r.doBind(step, o)
+	case opConnect:
+		r.doConnect(step, o)
+	case opClose:
+		r.doClose(step, o)
+	case opSend:
+		r.doSend(step, o)
+	}
+	if r.verifyEach {
+		r.verify(step)
+	}
+	return r.fail == nil
+}
+
+// verify runs the tables' invariant check. It costs milliseconds (it looks
+// at every port), so scenarios run it at their end, and replays after every
+// op.
+func (r *runner) verify(step int) {
+	if r.fail != nil {
+		return
+	}
+	for _, t := range r.tables {
+		if err := t.t.Verify(); err != nil {
+			r.failf(step, "verify", "table %s: Verify: %v", t.name, err)
+			return
+		}
+	}
+}
+
+func (r *runner) sortedSocks() []*rsock {
+	out := make([]*rsock, 0, len(r.socks))
+	for _, s := range r.socks {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b *rsock) int { return a.id - b.id })
+	return out
+}

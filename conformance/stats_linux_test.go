@@ -1,0 +1,90 @@
+//go:build linux
+
+package conformance
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// stats counts what the scenarios exercised, to show that the run covered
+// what it claims.
+type stats struct {
+	scenarios, ops           int
+	binds                    map[string]int // kernel result -> count
+	envSkips                 int            // binds the kernel refused for the environment (EADDRNOTAVAIL)
+	connects                 int
+	connectFails             map[string]int
+	closes                   int
+	sends, delivered, groups int // datagrams; delivered; delivered to a group of 2 or more
+	deliberate               map[string]int
+	matters                  map[string]int // steps whose kernel answer depends on a feature
+	modelMisses              int            // ordinary steps where the model (not the table) was wrong
+	cpuResets                int
+	longChains               int // scenarios where a port had more than 10 sockets
+}
+
+func newStats() *stats {
+	return &stats{binds: map[string]int{}, connectFails: map[string]int{}, deliberate: map[string]int{}, matters: map[string]int{}}
+}
+
+func (s *stats) add(o *stats) {
+	s.scenarios += o.scenarios
+	s.ops += o.ops
+	s.envSkips += o.envSkips
+	s.connects += o.connects
+	s.closes += o.closes
+	s.sends += o.sends
+	s.delivered += o.delivered
+	s.groups += o.groups
+	s.modelMisses += o.modelMisses
+	s.cpuResets += o.cpuResets
+	s.longChains += o.longChains
+	for k, v := range o.binds {
+		s.binds[k] += v
+	}
+	for k, v := range o.connectFails {
+		s.connectFails[k] += v
+	}
+	for k, v := range o.deliberate {
+		s.deliberate[k] += v
+	}
+	for k, v := range o.matters {
+		s.matters[k] += v
+	}
+}
+
+func (s *stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d scenarios, %d ops: binds %v (plus %d the kernel refused for the environment, not compared); ", s.scenarios, s.ops, sortedMap(s.binds), s.envSkips)
+	fmt.Fprintf(&b, "%d connects (kernel refused %v); %d closes; %d datagrams, %d delivered, %d to a ReusePort group; ",
+		s.connects, sortedMap(s.connectFails), s.closes, s.sends, s.delivered, s.groups)
+	fmt.Fprintf(&b, "deliberate-difference steps (table checked against udpdemux's rule, kernel against the model) %v; ", sortedMap(s.deliberate))
+	fmt.Fprintf(&b, "steps whose kernel answer depends on each modelled feature %v; ", sortedMap(s.matters))
+	fmt.Fprintf(&b, "%d scenarios with a chain over 10; %d SO_INCOMING_CPU resets; %d ordinary steps where the kernel model was wrong", s.longChains, s.cpuResets, s.modelMisses)
+	return b.String()
+}
+
+func sortedMap(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, m[k]))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// countMatters counts, for each feature in f, a step of kind ("bind",
+// "send") whose kernel answer depends on it.
+func (s *stats) countMatters(kind string, f feature) {
+	for _, n := range featureNames {
+		if f&n.f != 0 {
+			s.matters[kind+"/"+n.name]++
+		}
+	}
+}

@@ -1,0 +1,371 @@
+//go:build linux
+
+package conformance
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// The runner's steps: each op runs on the kernel, the kernel model and the
+// tables, and the classifier (classify_linux_test.go) decides what the
+// tables must answer.
+
+// kernelBind makes and binds a kernel socket.
+func (r *runner) kernelBind(b bindSpec) (int, syscall.Errno, error) {
+	fam6 := b.addr.Is6()
+	fd, err := socket(fam6, b.owner)
+	if err != nil {
+		return -1, 0, err
+	}
+	set := func(level, opt, v int) {
+		if err == nil {
+			err = syscall.SetsockoptInt(fd, level, opt, v)
+		}
+	}
+	if b.reuseAddr {
+		set(syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	}
+	if b.reusePort {
+		set(syscall.SOL_SOCKET, soReusePort, 1)
+	}
+	if fam6 {
+		v := 0
+		if b.v6only {
+			v = 1
+		}
+		set(syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, v)
+	}
+	if b.dev != 0 {
+		set(syscall.SOL_SOCKET, soBindToIfindex, b.dev)
+	}
+	if err != nil {
+		syscall.Close(fd)
+		return -1, 0, fmt.Errorf("setsockopt: %w", err)
+	}
+	if err := syscall.Bind(fd, sockaddr(netip.AddrPortFrom(b.addr, b.port))); err != nil {
+		syscall.Close(fd)
+		var en syscall.Errno
+		if errors.As(err, &en) {
+			return -1, en, nil
+		}
+		return -1, 0, err
+	}
+	return fd, 0, nil
+}
+
+func (r *runner) doBind(step int, o op) {
+	b := o.bind
+	fd, kerr, err := r.kernelBind(b)
+	line := fmt.Sprintf("s%d = bind %s", o.id, r.specString(b))
+	r.outcome = errnoString(kerr)
+	if err != nil {
+		r.failf(step, "env", "%s: %v", line, err)
+		return
+	}
+	if kerr == syscall.EADDRNOTAVAIL || kerr == syscall.ENODEV {
+		// The address is not usable with that device here: a question of
+		// the host's addresses, which the table does not know.
+		r.st.envSkips++
+		r.tracef("%s -> kernel %s (environment; not asked of the table)", line, errnoString(kerr))
+		return
+	}
+	ms, pre := prepare(o.id, b)
+	answer := func(on feature) syscall.Errno { return r.m.bindResult(ms, on) }
+	// A bind that prepare refuses (pre) never reaches the model's chains.
+	v := verdict[syscall.Errno]{kernel: pre, rule: pre}
+	if pre == 0 {
+		v = classify(r.excuse, answer, func(a, b syscall.Errno) bool { return a == b })
+	}
+	r.st.countMatters("bind", v.matters)
+	cause := func(got syscall.Errno) feature {
+		if pre != 0 {
+			return 0
+		}
+		return explain(r.excuse, answer, func(a syscall.Errno) bool { return a == got })
+	}
+	opts := demux.Options{Addr: b.addr, Port: b.port, ReuseAddr: b.reuseAddr, ReusePort: b.reusePort,
+		Owner: b.owner, Device: b.dev, V6Only: b.v6only}
+	terr := make([]syscall.Errno, len(r.tables))
+	tsocks := make([]*demux.Socket[int], len(r.tables))
+	var tmsgs []string
+	for i, t := range r.tables {
+		s, err := t.t.Bind(opts, o.id)
+		terr[i], tsocks[i] = errnoOf(err), s
+		if err != nil {
+			tmsgs = append(tmsgs, fmt.Sprintf("%s: %v", t.name, err))
+		}
+	}
+	tableSays := func() string {
+		var p []string
+		for i, t := range r.tables {
+			p = append(p, fmt.Sprintf("%s %s", t.name, errnoString(terr[i])))
+		}
+		return strings.Join(p, ", ")
+	}
+	keep := kerr == 0 // whether the socket stays open (on both sides)
+	if !v.deliberate {
+		r.tracef("%s -> %s", line, errnoString(kerr))
+		if kerr != v.kernel {
+			r.st.modelMisses++
+			r.tracef("    (model said %s)", errnoString(v.kernel))
+		}
+		for i := range r.tables {
+			if terr[i] != kerr {
+				expl := cause(terr[i])
+				r.failf(step, fmt.Sprintf("bind: kernel %s, table %s%s", errnoString(kerr), errnoString(terr[i]), explained(expl)),
+					"%s: kernel %s; table: %s (%s); model of the kernel: %s%s", line, errnoString(kerr), tableSays(), strings.Join(tmsgs, "; "), errnoString(v.kernel), explained(expl))
+				break
+			}
+		}
+	} else {
+		kind := kindName(v.kinds)
+		r.st.deliberate["bind/"+kind]++
+		r.tracef("%s -> kernel %s, table %s [deliberate difference %s]", line, errnoString(kerr), errnoString(v.rule), kind)
+		for i := range r.tables {
+			if terr[i] != v.rule {
+				expl := cause(terr[i])
+				r.failf(step, fmt.Sprintf("bind (deliberate %s): rule %s, table %s%s", kind, errnoString(v.rule), errnoString(terr[i]), explained(expl)),
+					"%s: deliberate difference %s; udpdemux's rule says %s (kernel %s); table: %s (%s)%s", line, kind, errnoString(v.rule), errnoString(kerr), tableSays(), strings.Join(tmsgs, "; "), explained(expl))
+				break
+			}
+		}
+		if r.fail == nil && kerr != v.kernel {
+			r.failf(step, "bind: kernel differs from the model on a deliberate step",
+				"%s: the model predicted kernel %s (deliberate difference %s) but the kernel said %s: the detection is wrong here", line, errnoString(v.kernel), kind, errnoString(kerr))
+		}
+		keep = kerr == 0 && v.rule == 0
+	}
+	r.st.binds[errnoString(kerr)]++
+	if r.fail != nil {
+		if kerr == 0 {
+			syscall.Close(fd)
+		}
+		return
+	}
+	if !keep {
+		// Bring both sides to the same state: the bind failed.
+		if kerr == 0 {
+			syscall.Close(fd)
+		}
+		for i, t := range r.tables {
+			if tsocks[i] != nil {
+				t.t.Close(tsocks[i])
+			}
+		}
+		return
+	}
+	r.m.insert(ms)
+	v6only := b.v6only || (b.addr.Is6() && b.addr != any6 && !b.addr.Is4In6())
+	r.socks[o.id] = &rsock{id: o.id, spec: b, v6only: v6only, fd: fd, ts: tsocks, ms: ms, local: sockname(fd)}
+	if n := len(r.m.primary(b.port, featAll)); n > 10 {
+		r.long = true
+	}
+}
+
+// remoteFor is the address a socket connects to, to reach peer p.
+func remoteFor(s *rsock, p peer) netip.AddrPort {
+	if s.spec.addr.Is6() && p.addr.Addr().Is4() {
+		return netip.AddrPortFrom(netip.AddrFrom16(p.addr.Addr().As16()), p.addr.Port())
+	}
+	return p.addr
+}
+
+func (r *runner) doConnect(step int, o op) {
+	s := r.socks[o.id]
+	if s == nil {
+		r.tracef("connect s%d: not open", o.id)
+		return
+	}
+	remote := remoteFor(s, r.e.peers[o.peer])
+	if r.excuse&skipConnect46 != 0 && s.connected && s.local.Addr().Is6() && !s.local.Addr().Is4In6() && remote.Addr().Is4In6() {
+		r.tracef("connect s%d %v: skipped (connect46)", o.id, remote)
+		return
+	}
+	if err := syscall.Connect(s.fd, sockaddr(remote)); err != nil {
+		var en syscall.Errno
+		errors.As(err, &en)
+		r.st.connectFails[errnoString(en)]++
+		r.outcome = errnoString(en)
+		r.tracef("connect s%d %v -> kernel %s (a routing answer; not asked of the table)", o.id, remote, errnoString(en))
+		return
+	}
+	r.st.connects++
+	local := sockname(s.fd)
+	r.outcome = "local " + local.Addr().String()
+	r.m.connect(s.ms, remote, local.Addr())
+	line := fmt.Sprintf("connect s%d %v (kernel: ok, local %v)", o.id, remote, local)
+	r.tracef("%s", line)
+	for i, t := range r.tables {
+		if err := t.t.Connect(s.ts[i], remote, local.Addr()); err != nil {
+			r.failf(step, "connect: kernel ok, table error", "%s: table %s: Connect(%v, %v): %v", line, t.name, remote, local.Addr(), err)
+			return
+		}
+	}
+	s.connected, s.remote, s.local = true, remote, local
+}
+
+func (r *runner) doClose(step int, o op) {
+	s := r.socks[o.id]
+	if s == nil {
+		r.tracef("close s%d: not open", o.id)
+		return
+	}
+	r.st.closes++
+	syscall.Close(s.fd)
+	r.m.close(s.ms)
+	delete(r.socks, o.id)
+	r.tracef("close s%d", o.id)
+	for i, t := range r.tables {
+		if err := t.t.Close(s.ts[i]); err != nil {
+			r.failf(step, "close: table error", "close s%d: table %s: %v", o.id, t.name, err)
+			return
+		}
+	}
+}
+
+// tableGroup is the set the table chose from when it returned socket id:
+// its SO_REUSEPORT group (unconnected ReusePort sockets with the same
+// address, port, device, family, V6Only and owner), or the socket alone.
+func (r *runner) tableGroup(id int) []int {
+	s := r.socks[id]
+	if s == nil {
+		return nil
+	}
+	if !s.spec.reusePort || s.connected {
+		return []int{id}
+	}
+	var out []int
+	for _, x := range r.socks {
+		if x.spec.reusePort && !x.connected && x.spec.addr == s.spec.addr && x.spec.port == s.spec.port &&
+			x.spec.dev == s.spec.dev && x.v6only == s.v6only && x.spec.owner == s.spec.owner {
+			out = append(out, x.id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *runner) doSend(step int, o op) {
+	p := r.e.peers[o.peer]
+	r.seq++
+	payload := r.seq
+	r.st.sends++
+	if err := r.e.send(p.fd, o.dst, payload); err != nil {
+		r.failf(step, "env", "send %v -> %v: %v", p.addr, o.dst, err)
+		return
+	}
+	recv := -1
+	for _, s := range r.sortedSocks() {
+		for {
+			v, ok := recvPayload(s.fd)
+			if !ok {
+				break
+			}
+			if v != payload {
+				r.failf(step, "env", "s%d received a stale datagram %#x (want %#x)", s.id, v, payload)
+				return
+			}
+			if recv >= 0 {
+				r.failf(step, "env", "datagram %v -> %v received by s%d and s%d", p.addr, o.dst, recv, s.id)
+				return
+			}
+			recv = s.id
+			// Linux adds 1 to the score of a socket whose last datagram
+			// was processed on the current CPU (sk_incoming_cpu; 6.18
+			// updates it for connected sockets only). Undo it, so that
+			// scores are the documented ones.
+			if c, err := syscall.GetsockoptInt(s.fd, syscall.SOL_SOCKET, soIncomingCPU); err == nil && c != -1 {
+				syscall.SetsockoptInt(s.fd, syscall.SOL_SOCKET, soIncomingCPU, -1)
+				r.st.cpuResets++
+			}
+		}
+	}
+	if recv >= 0 {
+		r.st.delivered++
+	}
+	r.outcome = r.sockName(recv)
+	ifindex := r.e.arrive[o.dst.Addr()]
+	answer := func(on feature) []int { return r.m.lookup(p.addr, o.dst, ifindex, on) }
+	v := classify(r.excuse, answer, slices.Equal[[]int])
+	r.st.countMatters("send", v.matters)
+	line := fmt.Sprintf("send %v -> %v (arrives on %s)", p.addr, o.dst, r.devName(ifindex))
+	got := make([]int, len(r.tables))
+	groups := make([][]int, len(r.tables))
+	for i, t := range r.tables {
+		ts, v := t.t.Lookup(p.addr, o.dst, ifindex)
+		got[i] = -1
+		if ts != nil {
+			got[i] = v
+			if s := r.socks[v]; s == nil || s.ts[i] != ts {
+				r.failf(step, "send: table returned a socket that is not open", "%s: table %s returned s%d, which is not an open socket of it", line, t.name, v)
+				return
+			}
+			groups[i] = r.tableGroup(v)
+		}
+	}
+	if recv >= 0 && len(r.tableGroup(recv)) > 1 {
+		r.st.groups++
+	}
+	tableSays := func() string {
+		var p []string
+		for i, t := range r.tables {
+			s := r.sockName(got[i])
+			if len(groups[i]) > 1 {
+				s += " of " + setName(groups[i])
+			}
+			p = append(p, fmt.Sprintf("%s %s", t.name, s))
+		}
+		return strings.Join(p, ", ")
+	}
+	// cause names what makes table i answer as it did.
+	cause := func(i int) feature {
+		return explain(r.excuse, answer, func(want []int) bool { return ruleOK(want, got[i], groups[i]) })
+	}
+	kernelAsModelled := recv < 0 && len(v.kernel) == 0 || recv >= 0 && slices.Contains(v.kernel, recv)
+	if !v.deliberate {
+		r.tracef("%s -> kernel %s; table %s", line, r.sockName(recv), tableSays())
+		if !kernelAsModelled {
+			r.st.modelMisses++
+			r.tracef("    (model said %s)", setName(v.kernel))
+		}
+		for i := range r.tables {
+			ok := recv < 0 && got[i] < 0 || recv >= 0 && got[i] >= 0 && slices.Contains(groups[i], recv)
+			if !ok {
+				kind := "send: kernel none, table a socket"
+				switch {
+				case recv >= 0 && got[i] < 0:
+					kind = "send: kernel a socket, table none"
+				case recv >= 0:
+					kind = "send: kernel and table chose different sockets"
+				}
+				expl := cause(i)
+				r.failf(step, kind+explained(expl), "%s: kernel delivered to %s; table: %s; model of the kernel: %s (with %v off: %s)%s",
+					line, r.sockName(recv), tableSays(), setName(v.kernel), r.excuse, setName(v.rule), explained(expl))
+				return
+			}
+		}
+		return
+	}
+	kind := kindName(v.kinds)
+	r.st.deliberate["send/"+kind]++
+	r.tracef("%s -> kernel %s (model %s); udpdemux's rule %s; table %s [deliberate difference %s]", line, r.sockName(recv), setName(v.kernel), setName(v.rule), tableSays(), kind)
+	for i := range r.tables {
+		if !ruleOK(v.rule, got[i], groups[i]) {
+			expl := cause(i)
+			r.failf(step, fmt.Sprintf("send (deliberate %s): table differs from udpdemux's rule%s", kind, explained(expl)),
+				"%s: deliberate difference %s: udpdemux's rule says %s (kernel %s); table: %s%s", line, kind, setName(v.rule), r.sockName(recv), tableSays(), explained(expl))
+			return
+		}
+	}
+	if !kernelAsModelled {
+		r.failf(step, "send: kernel differs from the model on a deliberate step",
+			"%s: the model predicted kernel %s (deliberate difference %s) but the kernel delivered to %s: the detection is wrong here", line, setName(v.kernel), kind, r.sockName(recv))
+	}
+}
