@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/udpdemux/udpdemux/internal/difftest"
 )
 
 // byteSource is a rand.Source that plays back fuzz input, so that the
@@ -41,32 +43,23 @@ func FuzzOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Generate once, against the first configuration's model, then
 		// replay the same operations on every configuration.
-		cfgs := diffConfigs()
-		r0, err := newDiffRunner(cfgs[0], 1)
+		cfgs := difftest.Configs()
+		r0, err := difftest.NewRunner(cfgs[0], 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := &diffGenerator{rng: rand.New(&byteSource{b: data, rest: *rand.NewPCG(uint64(len(data)), 7)}), r: r0}
-		var ops []diffOp
-		for i := 0; i < 4+len(data)/8 && i < 300; i++ {
-			o := g.next(i)
-			r0.chosen = 0
-			if err := r0.step(i, o); err != nil {
-				t.Fatalf("%s: op %d %v: %v\n%s", cfgs[0].name, i, o, err, diffFormat(append(ops, o)))
-			}
-			o.port0 = r0.chosen
-			ops = append(ops, o)
-			if _, ok := r0.ids[i]; ok && o.kind == diffOpBind {
-				g.binds = append(g.binds, i)
-			}
+		g := difftest.NewGenerator(r0, &byteSource{b: data, rest: *rand.NewPCG(uint64(len(data)), 7)})
+		ops, err := g.Run(min(4+len(data)/8, 300))
+		if err != nil {
+			t.Fatalf("%s: op %d %v: %v\n%s", cfgs[0].Name, len(ops)-1, ops[len(ops)-1], err, difftest.Format(ops))
 		}
-		for _, dc := range cfgs[1:] {
-			if at, err := diffRun(dc, 1, ops); err != nil {
-				var mm *diffMismatch
+		for _, c := range cfgs[1:] {
+			if at, err := difftest.Run(c, 1, ops); err != nil {
+				var mm *difftest.Mismatch
 				if !errors.As(err, &mm) {
-					t.Fatalf("%s: op %d: %v", dc.name, at, err)
+					t.Fatalf("%s: op %d: %v", c.Name, at, err)
 				}
-				t.Fatalf("%s: op %d: %v\n%s", dc.name, at, err, diffFormat(ops[:at+1]))
+				t.Fatalf("%s: op %d: %v\n%s", c.Name, at, err, difftest.Format(ops[:at+1]))
 			}
 		}
 	})

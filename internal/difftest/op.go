@@ -1,0 +1,119 @@
+package difftest
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// Kind is what an op does.
+type Kind uint8
+
+// The kinds of op, each a call of the table (and the model's counterpart).
+const (
+	Bind      Kind = iota // Table.Bind
+	Connect               // Table.Connect
+	Close                 // Table.Close
+	Lookup                // Table.Lookup
+	Multicast             // Table.LookupMulticast
+)
+
+// Op is one step of a sequence. Connect and close name their socket by the
+// index of the bind op that made it, so that a shrunk sequence still makes
+// sense: a step whose socket does not exist is skipped.
+type Op struct {
+	Kind    Kind
+	Opts    demux.Options  // Bind; Port 0 is bind(0)
+	Ref     int            // Connect, Close: index of the bind op
+	Remote  netip.AddrPort // Connect
+	Local   netip.Addr     // Connect
+	Src     netip.AddrPort // Lookup, Multicast
+	Dst     netip.AddrPort
+	Ifindex int
+	// Port0 is the port the table chose for a bind(0) in the original
+	// run; shrinking turns such binds into explicit ones, to replay
+	// deterministically.
+	Port0 uint16
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case Bind:
+		opt := o.Opts
+		var b strings.Builder
+		fmt.Fprintf(&b, "Bind{Addr: %s, Port: %d", opt.Addr, opt.Port)
+		if opt.ReuseAddr {
+			b.WriteString(", ReuseAddr")
+		}
+		if opt.ReusePort {
+			fmt.Fprintf(&b, ", ReusePort(owner %d)", opt.Owner)
+		} else if opt.Owner != 0 {
+			fmt.Fprintf(&b, ", Owner %d", opt.Owner)
+		}
+		if opt.Device != 0 {
+			fmt.Fprintf(&b, ", Device %d", opt.Device)
+		}
+		if opt.V6Only {
+			b.WriteString(", V6Only")
+		}
+		b.WriteString("}")
+		return b.String()
+	case Connect:
+		return fmt.Sprintf("Connect(sock of op %d, remote %v, local %v)", o.Ref, o.Remote, o.Local)
+	case Close:
+		return fmt.Sprintf("Close(sock of op %d)", o.Ref)
+	case Lookup:
+		return fmt.Sprintf("Lookup(%v -> %v, if %d)", o.Src, o.Dst, o.Ifindex)
+	default:
+		return fmt.Sprintf("LookupMulticast(%v -> %v, if %d)", o.Src, o.Dst, o.Ifindex)
+	}
+}
+
+// Mismatch is a disagreement between model and table; kind groups them so
+// that shrinking keeps looking for the same disagreement.
+type Mismatch struct {
+	Kind string
+	Msg  string
+}
+
+func (m *Mismatch) Error() string { return m.Kind + ": " + m.Msg }
+
+func mismatchf(kind, format string, args ...any) *Mismatch {
+	return &Mismatch{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// errnoOf returns the errno an error wraps, 0 for nil, and -1 for an error
+// that wraps no errno at all (always a mismatch).
+func errnoOf(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	return ^syscall.Errno(0)
+}
+
+func errnoName(e syscall.Errno) string {
+	switch e {
+	case 0:
+		return "ok"
+	case ^syscall.Errno(0):
+		return "non-errno error"
+	}
+	return fmt.Sprintf("%d(%v)", uintptr(e), e)
+}
+
+// Format prints a sequence, one op a line.
+func Format(ops []Op) string {
+	var b strings.Builder
+	for i, o := range ops {
+		fmt.Fprintf(&b, "  op %d: %v\n", i, o)
+	}
+	return b.String()
+}
