@@ -11,15 +11,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/internal/difftest"
 	"github.com/udpdemux/udpdemux/internal/model"
 	"github.com/udpdemux/udpdemux/internal/rows"
 )
 
 // TestKernelRows runs the rows of the semantics table (DESIGN.md, package
 // internal/rows), each asserting the outcome Linux 6.18 gave. Every row
-// runs on the table under every strategy (Hybrid also with threshold 1, so
-// that its secondary path runs even for short chains) and on the reference
-// model, so that the model is checked against the kernel too. The kernel
+// runs on the table under every configuration of difftest.Configs (every
+// strategy, Hybrid also with threshold 2 so that its secondary path runs
+// even for short chains) and on the reference model, so that the model is checked against the kernel too. The kernel
 // conformance test runs the same rows on real sockets.
 //
 // Interface 1 stands for lo.
@@ -195,20 +196,9 @@ func (e *rowEnv) spread(st rows.Step) {
 	assert.Len(e.t, got, n, "flows per member: %v", got)
 }
 
-// rowTables are the table configurations every row runs under.
-var rowTables = []struct {
-	name string
-	cfg  demux.Config
-}{
-	{"OnePhase", demux.Config{Slots: 4096, Strategy: demux.OnePhase}},
-	{"TwoPhase", demux.Config{Slots: 4096, Strategy: demux.TwoPhase}},
-	{"Hybrid", demux.Config{Slots: 4096, Strategy: demux.Hybrid}},
-	{"Hybrid/threshold1", demux.Config{Slots: 4096, Strategy: demux.Hybrid, Threshold: 1}},
-	{"grow/OnePhase", demux.Config{Strategy: demux.OnePhase}},
-	{"grow/TwoPhase", demux.Config{Strategy: demux.TwoPhase}},
-	{"grow/Hybrid", demux.Config{}},
-	{"grow/Hybrid/threshold1", demux.Config{Threshold: 1}},
-}
+// rowTables are the table configurations every row runs under: those of
+// the differential test.
+var rowTables = difftest.Configs()
 
 func TestKernelRows(t *testing.T) {
 	require.Equal(t, rows.Count, rows.All[len(rows.All)-1].Num)
@@ -225,8 +215,8 @@ func TestKernelRows(t *testing.T) {
 				t.Logf("%s; depends on: %s", r.Name, r.Note)
 			}
 			for _, tc := range rowTables {
-				t.Run(tc.name, func(t *testing.T) {
-					cfg := tc.cfg
+				t.Run(tc.Name, func(t *testing.T) {
+					cfg := tc.Table
 					cfg.Rand = rand.NewPCG(1, 2)
 					tbl, err := demux.New[int](cfg)
 					require.NoError(t, err)
@@ -309,15 +299,15 @@ func TestKernelRow21Secondary(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, tc := range rowTables {
-				t.Run(tc.name, func(t *testing.T) {
-					tbl, err := demux.New[int](tc.cfg)
+				t.Run(tc.Name, func(t *testing.T) {
+					tbl, err := demux.New[int](tc.Table)
 					require.NoError(t, err)
 					e := &rowEnv{t: t, s: &rowTableSUT{tbl: tbl}, table: tbl}
 					c.setup(e)
 					before := tbl.Stats()
 					e.bindErr(c.bind, c.want)
 					require.NoError(t, tbl.Verify())
-					if tc.cfg.Slots != 0 && tc.cfg.Strategy == demux.Hybrid && c.bind.Addr.Unmap().IsUnspecified() {
+					if tc.Table.Slots != 0 && tc.Table.Strategy == demux.Hybrid && c.bind.Addr.Unmap().IsUnspecified() {
 						// A wildcard bind must not trust the secondary
 						// table alone.
 						after := tbl.Stats()
@@ -413,10 +403,10 @@ func TestDeliberateDifferences(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			for _, tc := range rowTables {
-				t.Run(tc.name, func(t *testing.T) {
+				t.Run(tc.Name, func(t *testing.T) {
 					e := &rowEnv{t: t}
 					e.fresh = func() rowSUT {
-						tbl, err := demux.New[int](tc.cfg)
+						tbl, err := demux.New[int](tc.Table)
 						require.NoError(t, err)
 						e.table = tbl
 						return &rowTableSUT{tbl: tbl}
