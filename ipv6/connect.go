@@ -26,39 +26,10 @@ type Peer struct {
 // EAFNOSUPPORT for an IPv6 peer on an IPv4 socket, ENETUNREACH for an IPv4
 // peer on an IPv6-only socket.
 func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex) (Local, Peer, error) {
-	pa := peer.Addr()
-	if !pa.IsValid() || pa.IsUnspecified() || (pa.Is4In6() && pa.Unmap().IsUnspecified()) {
-		return l, Peer{}, fmt.Errorf("remote address %v: %w", pa, syscall.EINVAL)
-	}
-	if peer.Port() == 0 {
-		return l, Peer{}, fmt.Errorf("remote port 0: %w", syscall.EINVAL)
-	}
-	var p Peer
-	p.Port = peer.Port()
-	is6 := l.Flags&sock.Is6 != 0
-	v4peer := pa.Is4() || pa.Is4In6()
-	switch {
-	case !is6 && !pa.Is4():
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
-	case is6 && v4peer && l.Flags&sock.V6Only != 0:
-		return l, Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
-	}
-	pdev, err := scopeOf(pa, dev, zi)
+	p, err := checkPeer(l, dev, peer, zi)
 	if err != nil {
 		return l, Peer{}, err
 	}
-	p.Device = pdev
-	// Linux checks the link-local peer's interface before this.
-	if is6 && !v4peer && l.V6.IsMapped() {
-		return l, Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
-	}
-	pa = pa.WithZone("")
-	p.Addr = sock.From16(pa)
-	if is6 && pa.Is4() {
-		pa = netip.AddrFrom16(pa.As16())
-	}
-	p.AP = netip.AddrPortFrom(pa, peer.Port())
-
 	if src.IsValid() {
 		// The source's zone, if any, must name the socket's interface,
 		// and a link-local source binds it as a link-local peer does.
@@ -71,46 +42,97 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 		}
 		src = src.WithZone("")
 	}
+	n, err := connectedLocal(l, p, src)
+	if err != nil {
+		return l, Peer{}, err
+	}
+	return n, p, nil
+}
+
+// checkPeer validates peer as the remote of the socket whose local side is
+// l (with device dev), in Linux's order of checks, and returns it in the
+// socket's form.
+func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error) {
+	pa := peer.Addr()
+	if !pa.IsValid() || pa.IsUnspecified() || (pa.Is4In6() && pa.Unmap().IsUnspecified()) {
+		return Peer{}, fmt.Errorf("remote address %v: %w", pa, syscall.EINVAL)
+	}
+	if peer.Port() == 0 {
+		return Peer{}, fmt.Errorf("remote port 0: %w", syscall.EINVAL)
+	}
+	is6 := l.Flags&sock.Is6 != 0
+	v4peer := pa.Is4() || pa.Is4In6()
+	switch {
+	case !is6 && !pa.Is4():
+		return Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
+	case is6 && v4peer && l.Flags&sock.V6Only != 0:
+		return Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
+	}
+	pdev, err := scopeOf(pa, dev, zi)
+	if err != nil {
+		return Peer{}, err
+	}
+	p := Peer{Port: peer.Port(), Device: pdev}
+	// Linux checks the link-local peer's interface before this.
+	if is6 && !v4peer && l.V6.IsMapped() {
+		return Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
+	}
+	pa = pa.WithZone("")
+	p.Addr = sock.From16(pa)
+	if is6 && pa.Is4() {
+		pa = netip.AddrFrom16(pa.As16())
+	}
+	p.AP = netip.AddrPortFrom(pa, peer.Port())
+	return p, nil
+}
+
+// connectedLocal returns the local side of the socket whose local side is
+// l after it connects to the validated peer p, with src (without zone) the
+// source address routing chose.
+func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
+	pa := p.AP.Addr()
+	v4peer := p.Addr.IsMapped()
 	if !l.IsWild() {
 		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
-			return l, Peer{}, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
+			return l, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}
 		n := l
 		// A connected socket answers only its peer's family. A dual-stack
 		// socket that connected to an IPv6 peer and then to an IPv4 one
 		// keeps its IPv6 address and the IPv4 placeholder, so it answers
-		// neither family in the ordinary way (see lookup.PlaceholderFallback), until it
-		// connects to an IPv6 peer again.
+		// neither family in the ordinary way (see
+		// lookup.PlaceholderFallback), until it connects to an IPv6 peer
+		// again.
 		if v4peer {
 			n.Flags &^= sock.HasV6
 		} else {
 			n.Flags = n.Flags&^sock.HasV4 | sock.HasV6
 		}
-		return n, p, nil
+		return n, nil
 	}
 	if !src.IsValid() || src.Unmap().IsUnspecified() {
-		return l, Peer{}, fmt.Errorf("a wildcard socket needs the local source address routing chose: %w", syscall.EINVAL)
+		return l, fmt.Errorf("a wildcard socket needs the local source address routing chose: %w", syscall.EINVAL)
 	}
 	// Routing never chooses a multicast or broadcast source.
 	if u := src.Unmap(); u.IsMulticast() || u == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
-		return l, Peer{}, fmt.Errorf("source %v is not a unicast address: %w", src, syscall.EINVAL)
+		return l, fmt.Errorf("source %v is not a unicast address: %w", src, syscall.EINVAL)
 	}
 	n := l
 	switch {
 	case v4peer:
 		if !src.Unmap().Is4() {
-			return l, Peer{}, fmt.Errorf("IPv6 source %v for IPv4 peer %v: %w", src, pa, syscall.EINVAL)
+			return l, fmt.Errorf("IPv6 source %v for IPv4 peer %v: %w", src, pa, syscall.EINVAL)
 		}
 		n.V4 = v4(src.Unmap())
 		n.Flags &^= sock.HasV6
 		n.V6 = sock.Map4(n.V4)
 	default:
 		if !src.Is6() || src.Is4In6() {
-			return l, Peer{}, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
+			return l, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
 		}
 		n.V6 = sock.From16(src)
 		n.V4 = Placeholder4
 		n.Flags &^= sock.HasV4
 	}
-	return n, p, nil
+	return n, nil
 }

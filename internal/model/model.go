@@ -498,61 +498,115 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	if s == nil {
 		return errno(syscall.EBADF, "socket %d is closed", id)
 	}
+	c, err := s.connection(remote, local)
+	if err != nil {
+		return err
+	}
+	// A connected socket is in no SO_REUSEPORT group.
+	m.leave(s)
+	s.remote = c.remote
+	s.device = c.device
+	if c.peer4 && s.v6 {
+		s.v4peer = c.remote.Addr().Unmap()
+	}
+	if s.hash4 == 0 {
+		m.connects++
+		s.hash4 = m.connects
+		s.hash4Local = normalize(netip.AddrPortFrom(c.addr, s.port))
+		s.hash4Remote = normalize(s.remote)
+	}
+	if c.addr != s.addr {
+		s.addr, s.v4 = c.addr, c.v4
+		// Rehashed: newest for ties.
+		m.socks = append(slices.Delete(m.socks, i, i+1), s)
+	}
+	return nil
+}
+
+// connection is the state that a valid connect gives a socket.
+type connection struct {
+	remote   netip.AddrPort // the peer, in the socket's family form
+	peer4    bool           // the peer is IPv4 (given as IPv4 or v4-mapped)
+	device   int
+	addr, v4 netip.Addr // local address and IPv4 side
+}
+
+// connection checks a connect of s to remote from local, in Linux's order
+// (see Connect), and returns the state it leads to. It changes nothing.
+func (s *socket) connection(remote netip.AddrPort, local netip.Addr) (connection, error) {
 	ra := remote.Addr().WithZone("")
 	if !remote.IsValid() || ra.Unmap().IsUnspecified() || remote.Port() == 0 {
-		return errno(syscall.EINVAL, "bad remote %v", remote)
+		return connection{}, errno(syscall.EINVAL, "bad remote %v", remote)
 	}
-	local = local.WithZone("")
-	// peer4 says whether the peer is IPv4 (given as IPv4 or v4-mapped).
-	peer4 := ra.Unmap().Is4()
+	c := connection{peer4: ra.Unmap().Is4()}
 	if !s.v6 {
 		if ra.Is6() {
-			return errno(syscall.EAFNOSUPPORT, "IPv6 remote %v on IPv4 socket", remote)
+			return connection{}, errno(syscall.EAFNOSUPPORT, "IPv6 remote %v on IPv4 socket", remote)
 		}
 	} else {
 		// An IPv6 socket talks to an IPv4 peer through its v4-mapped
 		// address, which V6Only forbids.
-		if peer4 {
+		if c.peer4 {
 			ra = mapped(ra.Unmap())
 		}
-		if peer4 && s.v6only {
-			return errno(syscall.ENETUNREACH, "IPv4 remote %v on V6Only socket", remote)
+		if c.peer4 && s.v6only {
+			return connection{}, errno(syscall.ENETUNREACH, "IPv4 remote %v on V6Only socket", remote)
 		}
 	}
-	// A link-local IPv6 peer needs an interface. As in Linux, the peer's
-	// zone names it and binds the socket to it (a socket already bound
-	// to another device refuses), and without one the socket must have
-	// a device: "Connect to link-local address requires an interface".
-	newDevice := s.device
-	if s.v6 && isLinkLocal(ra) {
-		if zone := remote.Addr().Zone(); zone != "" {
-			idx, err := strconv.Atoi(zone)
-			if err != nil || idx < 0 {
-				return errno(syscall.EINVAL, "remote zone %q is not an interface index", zone)
-			}
-			if idx != 0 && s.device != 0 && s.device != idx {
-				return errno(syscall.EINVAL, "remote zone %d but device %d", idx, s.device)
-			}
-			if idx != 0 {
-				newDevice = idx
-			}
-		}
-		if newDevice == 0 {
-			return errno(syscall.EINVAL, "link-local remote %v needs a device", remote)
-		}
+	c.remote = netip.AddrPortFrom(ra, remote.Port())
+	var err error
+	if c.device, err = s.peerDevice(remote); err != nil {
+		return connection{}, err
 	}
 	// A v4-mapped local address (::ffff:0.0.0.0 included) cannot reach
 	// an IPv6 peer: Linux's route lookup refuses the v4-mapped source
 	// with EAFNOSUPPORT, after the link-local check above.
-	if s.v6 && s.addr.Is4In6() && !peer4 {
-		return errno(syscall.EAFNOSUPPORT, "IPv6 remote %v on v4-mapped local %v", remote, s.addr)
+	if s.v6 && s.addr.Is4In6() && !c.peer4 {
+		return connection{}, errno(syscall.EAFNOSUPPORT, "IPv6 remote %v on v4-mapped local %v", remote, s.addr)
 	}
-	newAddr, newV4 := s.addr, s.v4
-	wildcard := s.addr.Unmap().IsUnspecified()
+	if c.addr, c.v4, err = s.connectedLocal(remote, c.peer4, local.WithZone("")); err != nil {
+		return connection{}, err
+	}
+	return c, nil
+}
+
+// peerDevice returns the device of s after a connect to remote. A
+// link-local IPv6 peer needs an interface. As in Linux, the peer's zone
+// names it and binds the socket to it (a socket already bound to another
+// device refuses), and without one the socket must have a device:
+// "Connect to link-local address requires an interface".
+func (s *socket) peerDevice(remote netip.AddrPort) (int, error) {
+	ra := remote.Addr()
+	if !s.v6 || !isLinkLocal(ra.WithZone("")) {
+		return s.device, nil
+	}
+	dev := s.device
+	if zone := ra.Zone(); zone != "" {
+		idx, err := strconv.Atoi(zone)
+		if err != nil || idx < 0 {
+			return 0, errno(syscall.EINVAL, "remote zone %q is not an interface index", zone)
+		}
+		if idx != 0 && s.device != 0 && s.device != idx {
+			return 0, errno(syscall.EINVAL, "remote zone %d but device %d", idx, s.device)
+		}
+		if idx != 0 {
+			dev = idx
+		}
+	}
+	if dev == 0 {
+		return 0, errno(syscall.EINVAL, "link-local remote %v needs a device", remote)
+	}
+	return dev, nil
+}
+
+// connectedLocal returns the local address and IPv4 side of s after a
+// connect to remote (an IPv4 peer if peer4) with local the source address
+// routing chose.
+func (s *socket) connectedLocal(remote netip.AddrPort, peer4 bool, local netip.Addr) (addr, v4 netip.Addr, err error) {
 	// localV4 reports whether local is an IPv4 address in either form.
 	localV4 := local.IsValid() && local.Unmap().Is4()
 	switch {
-	case !wildcard:
+	case !s.addr.Unmap().IsUnspecified():
 		// The local address is fixed. A dual-stack socket that an IPv6
 		// connect gave an IPv6 address can still reconnect to an IPv4
 		// peer: Linux keeps its IPv6 address and its IPv4 side
@@ -563,48 +617,30 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 				l = mapped(local.Unmap())
 			}
 			if (!s.v6 && !local.Is4()) || l != s.addr {
-				return errno(syscall.EINVAL, "local %v differs from bound %v", local, s.addr)
+				return addr, v4, errno(syscall.EINVAL, "local %v differs from bound %v", local, s.addr)
 			}
 		}
+		return s.addr, s.v4, nil
 	case !local.IsValid() || local.Unmap().IsUnspecified():
-		return errno(syscall.EINVAL, "wildcard socket needs a local address, got %v", local)
+		return addr, v4, errno(syscall.EINVAL, "wildcard socket needs a local address, got %v", local)
 	case !s.v6:
 		if !local.Is4() {
-			return errno(syscall.EINVAL, "local %v on IPv4 socket", local)
+			return addr, v4, errno(syscall.EINVAL, "local %v on IPv4 socket", local)
 		}
-		newAddr, newV4 = local, local
+		return local, local, nil
 	case peer4:
 		if !localV4 {
-			return errno(syscall.EINVAL, "local %v for IPv4 peer %v", local, remote)
+			return addr, v4, errno(syscall.EINVAL, "local %v for IPv4 peer %v", local, remote)
 		}
-		newAddr, newV4 = mapped(local.Unmap()), local.Unmap()
-	default:
-		// "::" and an IPv6 peer (::ffff:0.0.0.0 was refused above).
-		if localV4 || !local.Is6() {
-			return errno(syscall.EINVAL, "local %v for IPv6 peer %v", local, remote)
-		}
-		// Linux keeps the placeholder 127.0.0.6 as the IPv4 side, so the
-		// socket still blocks IPv4 wildcard binds (row 24).
-		newAddr, newV4 = local, placeholder
+		return mapped(local.Unmap()), local.Unmap(), nil
 	}
-	m.leave(s)
-	s.remote = netip.AddrPortFrom(ra, remote.Port())
-	s.device = newDevice
-	if s.v6 && peer4 {
-		s.v4peer = ra.Unmap()
+	// "::" and an IPv6 peer (::ffff:0.0.0.0 was refused before).
+	if localV4 || !local.Is6() {
+		return addr, v4, errno(syscall.EINVAL, "local %v for IPv6 peer %v", local, remote)
 	}
-	if s.hash4 == 0 {
-		m.connects++
-		s.hash4 = m.connects
-		s.hash4Local = normalize(netip.AddrPortFrom(newAddr, s.port))
-		s.hash4Remote = normalize(s.remote)
-	}
-	if newAddr != s.addr {
-		s.addr, s.v4 = newAddr, newV4
-		// Rehashed: newest for ties.
-		m.socks = append(slices.Delete(m.socks, i, i+1), s)
-	}
-	return nil
+	// Linux keeps the placeholder 127.0.0.6 as the IPv4 side, so the
+	// socket still blocks IPv4 wildcard binds (row 24).
+	return local, placeholder, nil
 }
 
 // Close removes socket id. A closed or unknown id is EBADF.
