@@ -12,4 +12,8 @@
 // among the ports no socket uses (the default), Linux's chain bitmap search
 // (2.6.30 onwards), and the probe-by-probe search before it (benchmarks
 // only).
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package bind

@@ -2,6 +2,10 @@
 // (port & mask), each with a chain of every socket whose port falls in it
 // and that chain's length. Binds with port 0, wildcard binds and lookups on
 // short chains use it.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package hash1
 
 import (

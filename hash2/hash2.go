@@ -8,6 +8,10 @@
 // "::" hashes as 0.0.0.0 and ::ffff:a.b.c.d as a.b.c.d (callers pass the
 // 16-byte forms that package ipv6 defines as keys), so an IPv4 datagram finds
 // IPv4, dual-stack and v4-mapped IPv6 sockets in the same two slots.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package hash2
 
 import (

@@ -15,6 +15,10 @@
 //     the address's zone or from the socket's device; the socket then
 //     behaves as bound to that device.
 //
-// The rules are stated on the fields of sock.Entry (its family flags, V4,
-// V6 and Key), which is what both the bind checks and the lookups read.
+// The rules are stated on the fields of sock.Entry (its family flags, V4
+// and V6), which is what both the bind checks and the lookups read.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package ipv6

@@ -10,6 +10,10 @@
 // acquisition against the hierarchy and panics with a description of the
 // violation: a secondary before the primary, a second primary, a secondary
 // at or below one already held, or the same lock twice.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package lockorder
 
 import (

@@ -19,4 +19,8 @@
 // Lookups take no lock: they read chains that writers publish atomically
 // (package sock), and re-run a two-phase search if a socket may have moved
 // between its two slots meanwhile.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
 package lookup
