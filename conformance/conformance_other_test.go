@@ -12,5 +12,5 @@ func TestKernelConformance(t *testing.T) {
 }
 
 func TestKernelDesignTable(t *testing.T) {
-	t.Skipf("kernel conformance test skipped: it runs DESIGN.md's kernel table against Linux and needs Linux (GOOS=%s)", runtime.GOOS)
+	t.Skipf("kernel conformance test skipped: it runs DESIGN.md's semantics table and random scenarios against Linux and needs Linux (GOOS=%s)", runtime.GOOS)
 }

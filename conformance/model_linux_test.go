@@ -14,7 +14,7 @@ import (
 // net/core/sock_reuseport.c, inet_rcv_saddr_equal in
 // net/ipv4/inet_connection_sock.c): chain orders, SO_REUSEPORT groups and the
 // shortcuts. It is not what the test asserts; it classifies each step. A step
-// is one of DESIGN.md's deliberate differences exactly when the model's
+// is one of the deliberate differences (DESIGN.md) exactly when the model's
 // answer changes with the corresponding kernel feature switched off; then
 // the table must give the answer without the feature (udpdemux's rule) and
 // the real kernel the answer with it. Every other step compares the table

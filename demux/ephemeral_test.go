@@ -188,10 +188,10 @@ func TestEphemeralSharesWhenFull(t *testing.T) {
 	}
 }
 
-// TestEphemeralReproducer is the 2009 thread's reproducer, shortened: 64
-// goroutines bind(0) in a loop in a nearly full range and close the
-// sockets on the two neighbouring ports. No port may be handed out twice,
-// and the tables must be consistent after.
+// TestEphemeralReproducer is the reproducer of Linux's 2009 bind(0) thread
+// (DESIGN.md, "Background"), shortened: 64 goroutines bind(0) in a loop in
+// a nearly full range and close the sockets on the two neighbouring ports.
+// No port may be handed out twice, and the tables must be consistent after.
 func TestEphemeralReproducer(t *testing.T) {
 	for _, algo := range algos {
 		t.Run(algo.String(), func(t *testing.T) {

@@ -55,8 +55,7 @@ type Config struct {
 	// CountPaths makes every lookup count the path it took, for
 	// Stats().Lookups. It is off by default because the count is a write
 	// to memory that all cores share: with it, lookups on two cores slow
-	// each other down (BenchmarkLookupParallel: 2 goroutines did 0.65× the
-	// lookups of 1 with counting, 2.0× without).
+	// each other down (DESIGN.md, "Costs", has the measurement).
 	CountPaths bool
 }
 

@@ -86,7 +86,8 @@ func TestBindErrors(t *testing.T) {
 	assert.Equal(t, 7, l.Device)
 }
 
-// TestOverlap checks the address part of DESIGN.md's bind rows.
+// TestOverlap checks the address part of the bind rows of DESIGN.md's
+// semantics table (rows 12-26).
 func TestOverlap(t *testing.T) {
 	for _, tc := range []struct {
 		existing       string

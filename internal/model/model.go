@@ -2,13 +2,14 @@
 // table with Linux's semantics, for differential tests of package demux.
 //
 // The model keeps its sockets in one slice, in bind order, and answers every
-// question with a linear scan. It is written from DESIGN.md's "Semantics"
-// section, not from the demux implementation: when the two disagree, one of
-// them is wrong, and a test says which case. Where DESIGN.md is silent or
-// the kernel answers otherwise, the model follows Linux 6.18 as observed
-// with real sockets on loopback (DESIGN.md: the kernel is right), and says
-// so where it does: the 4-tuple precedence of connected sockets, the
-// 127.0.0.6 placeholder fallback, and the order of connect's errors. Speed is
+// question with a linear scan. It is written from the rules of DESIGN.md
+// ("Lookup", "Bind and bind(0)", "Semantics table"), not from the demux
+// implementation: when the two disagree, one of them is wrong, and a test
+// says which case. Where the rules are silent, the model follows Linux 6.18
+// as observed with real sockets on loopback, and says so where it does
+// (DESIGN.md, "Kernel behaviours found by the conformance test"): the
+// 4-tuple precedence of connected sockets, the 127.0.0.6 placeholder
+// fallback, and the order of connect's errors. Speed is
 // not a goal; being obviously right is.
 //
 // Addresses follow net/netip. Datagram addresses given in v4-mapped form
@@ -183,7 +184,7 @@ func newSocket(o demux.Options) (*socket, error) {
 	}
 	mappedAddr := addr.Is4In6()
 	// IPV6_V6ONLY is an IPv6 option; a v4-mapped address is IPv4 traffic,
-	// which a V6Only socket refuses (row 22).
+	// which a V6Only socket refuses (DESIGN.md row 22).
 	if o.V6Only && (!s.v6 || mappedAddr) {
 		return nil, errno(syscall.EINVAL, "V6Only on IPv4 address %v", o.Addr)
 	}
@@ -282,7 +283,7 @@ func conflicts(n, e *socket) bool {
 	}
 	// Two SO_REUSEPORT sockets of the same owner share the port. Every
 	// socket on the port counts: unlike Linux, no ReusePort socket met
-	// first excuses a conflict with another one (deliberate difference 1, DESIGN.md).
+	// first excuses a conflict with another one (DESIGN.md, deliberate difference 1).
 	return !(n.reusePort && e.reusePort && n.owner == e.owner)
 }
 
@@ -639,7 +640,7 @@ func (s *socket) connectedLocal(remote netip.AddrPort, peer4 bool, local netip.A
 		return addr, v4, errno(syscall.EINVAL, "local %v for IPv6 peer %v", local, remote)
 	}
 	// Linux keeps the placeholder 127.0.0.6 as the IPv4 side, so the
-	// socket still blocks IPv4 wildcard binds (row 24).
+	// socket still blocks IPv4 wildcard binds (DESIGN.md row 24).
 	return local, placeholder, nil
 }
 
@@ -720,7 +721,7 @@ func score(s *socket, dst netip.AddrPort) int {
 //
 // The order is Linux 6.18's: first the 4-tuple precedence of connected
 // sockets (see socket.hash4), then the exact-address tier, then the
-// wildcard tier, scored as DESIGN.md says, and last the placeholder
+// wildcard tier, scored as DESIGN.md ("Lookup") says, and last the placeholder
 // fallback (see placeholderFallback). If the winner is
 // in a ReusePort group and Config.ReusePortIndex answers an index outside
 // the group, it returns -1 and true, which matches no socket.

@@ -143,7 +143,7 @@ func TestConflicts(t *testing.T) {
 }
 
 // TestEveryConflictCounts: a compatible ReusePort socket does not excuse a
-// conflict with another socket (deliberate difference 1, DESIGN.md).
+// conflict with another socket (DESIGN.md, deliberate difference 1).
 func TestEveryConflictCounts(t *testing.T) {
 	m := New(Config{})
 	mustBind(t, m, opt("127.0.0.1", 1, ra))
