@@ -34,7 +34,12 @@ func addr6N(i int) netip.Addr {
 // 65536 slots, and returns the destinations that datagrams to them use,
 // in random order.
 func buildTable(b testing.TB, s demux.Strategy, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
-	t, err := demux.New[int](benchConfig(s))
+	return buildTableSlots(b, benchConfig(s), n, o)
+}
+
+// buildTableSlots is buildTable with the table's configuration given.
+func buildTableSlots(b testing.TB, cfg demux.Config, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
+	t, err := demux.New[int](cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -135,6 +140,36 @@ func BenchmarkLookup(b *testing.B) {
 			}
 			_ = sum
 		})
+	}
+}
+
+// BenchmarkLookupSlots measures hybrid lookups in fixed-slot tables of
+// 256, 4096 and 65536 slots, for the README's advice on choosing the slot
+// count: 65 000 wildcard sockets on distinct ports (each primary chain holds
+// the sockets of about sockets/slots ports) and 16 384 sockets on one port
+// at distinct addresses (each secondary chain holds about sockets/slots).
+func BenchmarkLookupSlots(b *testing.B) {
+	shapes := []struct {
+		name string
+		n    int
+		opts func(i int) (demux.Options, netip.AddrPort)
+	}{
+		{"distinct-ports", 65000, func(i int) (demux.Options, netip.AddrPort) {
+			p := uint16(1 + i)
+			return demux.Options{Addr: netip.IPv4Unspecified(), Port: p}, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
+		}},
+		{"same-port", 16384, func(i int) (demux.Options, netip.AddrPort) {
+			a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
+			return demux.Options{Addr: a, Port: 53}, netip.AddrPortFrom(a, 53)
+		}},
+	}
+	for _, sh := range shapes {
+		for _, slots := range []int{256, 4096, 65536} {
+			b.Run(fmt.Sprintf("%s-%d/slots=%d", sh.name, sh.n, slots), func(b *testing.B) {
+				t, dsts := buildTableSlots(b, demux.Config{Slots: slots}, sh.n, sh.opts)
+				benchLookups(b, t, dsts)
+			})
+		}
 	}
 }
 
