@@ -10,6 +10,7 @@ package rows
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,81 +193,78 @@ func eleven() []Step {
 	return s
 }
 
+// eitherOrder is a row in two variants, which bind a and b (labelled la and
+// lb) in both orders; P's datagram to dst must reach the socket bound as a.
+func eitherOrder(num int, name, la, a, lb, b, dst string) []Row {
+	return []Row{
+		row(num, la+" first", name, "", bind(a, "ok"), bind(b, "ok"), send(P, dst, "s0")),
+		row(num, lb+" first", name, "", bind(b, "ok"), bind(a, "ok"), send(P, dst, "s1")),
+	}
+}
+
+// thenEach is a row with one variant for each last bind: the steps pre,
+// then that bind. A last bind is its spec and its outcome; the spec labels
+// the variant.
+func thenEach(num int, name, note string, pre []Step, last ...[2]string) []Row {
+	var rs []Row
+	for _, l := range last {
+		rs = append(rs, row(num, l[0], name, note, then(pre, bind(l[0], l[1]))...))
+	}
+	return rs
+}
+
 // All are the rows, in order. Where a row's sockets must share a port at
 // all, they set SO_REUSEADDR.
-var All = []Row{
-	row(1, "", "both ReuseAddr on 127.0.0.1: the newest receives", "",
-		bind("127.0.0.1 reuseaddr", "ok"), bind("127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
-	row(2, "", "0.0.0.0 connected to the sender beats 127.0.0.1", "connect takes the local address routing chose",
-		bind("127.0.0.1 reuseaddr", "ok"), bind("0.0.0.0 reuseaddr", "ok"), connect(1, P, "127.0.0.1", "127.0.0.1"),
-		send(P, "127.0.0.1", "s1"), send(Q, "127.0.0.1", "s0")),
-	row(3, "", "connected 127.0.0.1 gets its peer, the other the rest", "",
-		bind("127.0.0.1 reuseaddr", "ok"), connect(0, P, "127.0.0.1", "127.0.0.1"), bind("127.0.0.1 reuseaddr", "ok"),
-		send(P, "127.0.0.1", "s0"), send(Q, "127.0.0.1", "s1")),
-	row(4, "v4 first", "v4 0.0.0.0 beats v6 :: for IPv4", "",
-		bind("0.0.0.0 reuseaddr", "ok"), bind(":: reuseaddr", "ok"), send(P, "127.0.0.1", "s0")),
-	row(4, "v6 first", "v4 0.0.0.0 beats v6 :: for IPv4", "",
-		bind(":: reuseaddr", "ok"), bind("0.0.0.0 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
-	row(5, "device first", "device-bound 0.0.0.0 beats unbound 0.0.0.0", "",
-		bind("0.0.0.0 reuseaddr dev", "ok"), bind("0.0.0.0 reuseaddr", "ok"), send(P, "127.0.0.1", "s0")),
-	row(5, "device last", "device-bound 0.0.0.0 beats unbound 0.0.0.0", "",
-		bind("0.0.0.0 reuseaddr", "ok"), bind("0.0.0.0 reuseaddr dev", "ok"), send(P, "127.0.0.1", "s1")),
-	row(6, "device first", "127.0.0.1 beats device-bound 0.0.0.0", "",
-		bind("0.0.0.0 reuseaddr dev", "ok"), bind("127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
-	row(6, "device last", "127.0.0.1 beats device-bound 0.0.0.0", "",
-		bind("127.0.0.1 reuseaddr", "ok"), bind("0.0.0.0 reuseaddr dev", "ok"), send(P, "127.0.0.1", "s0")),
-	row(7, "v4 first", "v6 ::ffff:127.0.0.1 beats v4 0.0.0.0", "",
-		bind("0.0.0.0 reuseaddr", "ok"), bind("::ffff:127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
-	row(7, "mapped first", "v6 ::ffff:127.0.0.1 beats v4 0.0.0.0", "",
-		bind("::ffff:127.0.0.1 reuseaddr", "ok"), bind("0.0.0.0 reuseaddr", "ok"), send(P, "127.0.0.1", "s0")),
-	row(8, "v4 first", "v4 127.0.0.1 beats v6 ::ffff:127.0.0.1", "",
-		bind("127.0.0.1 reuseaddr", "ok"), bind("::ffff:127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s0")),
-	row(8, "mapped first", "v4 127.0.0.1 beats v6 ::ffff:127.0.0.1", "",
-		bind("::ffff:127.0.0.1 reuseaddr", "ok"), bind("127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
-	row(9, "", ":: V6Only gets no IPv4 datagram, but IPv6 ones", "",
-		bind(":: v6only", "ok"), send(P, "127.0.0.1", "none"), send(P, "::ffff:127.0.0.1", "none"), send(P6, "::1", "s0")),
-	row(10, "", "a connected socket gets nothing from another peer", "",
-		bind("127.0.0.1", "ok"), connect(0, P, "127.0.0.1", "127.0.0.1"), send(Q, "127.0.0.1", "none"), send(P, "127.0.0.1", "s0")),
-	row(11, "", "4 ReusePort sockets share 20 flows, each flow stable", "the table's hash, seeded from a fixed Rand",
-		bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"),
-		Step{Kind: Spread, Sock: 3, Peer: P, Dst: netip.MustParseAddr("127.0.0.1"), Flows: 20}),
-	row(12, "", ":: dual-stack, then 0.0.0.0", "", bind("::", "ok"), bind("0.0.0.0", "EADDRINUSE")),
-	row(13, "", ":: V6Only, then 0.0.0.0", "", bind(":: v6only", "ok"), bind("0.0.0.0", "ok")),
-	row(14, "", ":: dual-stack, then 127.0.0.1", "", bind("::", "ok"), bind("127.0.0.1", "EADDRINUSE")),
-	row(15, "", "127.0.0.1, then :: dual-stack", "", bind("127.0.0.1", "ok"), bind("::", "EADDRINUSE")),
-	row(16, "same", "127.0.0.1, then ::ffff:127.0.0.1", "", bind("127.0.0.1", "ok"), bind("::ffff:127.0.0.1", "EADDRINUSE")),
-	row(16, "other", "127.0.0.1, then ::ffff:127.0.0.2", "", bind("127.0.0.1", "ok"), bind("::ffff:127.0.0.2", "ok")),
-	row(17, "", "::1, then ::", "", bind("::1", "ok"), bind("::", "EADDRINUSE")),
-	row(18, "same", "ReusePort 127.0.0.1 twice", "same owner",
-		bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok")),
-	row(18, "wildcard", "ReusePort 127.0.0.1, then ReusePort 0.0.0.0", "same owner",
-		bind("127.0.0.1 reuseport", "ok"), bind("0.0.0.0 reuseport", "ok")),
-	row(19, "", "ReuseAddr, then no ReuseAddr on the same address", "",
-		bind("127.0.0.1 reuseaddr", "ok"), bind("127.0.0.1", "EADDRINUSE")),
-	row(20, "no device", "0.0.0.0 on lo, then 0.0.0.0 without device", "",
-		bind("0.0.0.0 dev", "ok"), bind("0.0.0.0", "EADDRINUSE")),
-	row(20, "device lo", "0.0.0.0 on lo, then 0.0.0.0 on lo", "",
-		bind("0.0.0.0 dev", "ok"), bind("0.0.0.0 dev", "EADDRINUSE")),
-	row(21, "", "11 sockets on 127.0.0.1…11, then 0.0.0.0", "", then(eleven(), bind("0.0.0.0", "EADDRINUSE"))...),
-	row(22, "", "V6Only on ::ffff:127.0.0.1", "", bind("::ffff:127.0.0.1 v6only", "EINVAL")),
-	row(23, "", "::1 without V6Only, then 0.0.0.0", "", bind("::1", "ok"), bind("0.0.0.0", "ok")),
-	row(24, "0.0.0.0", ":: connected to ::1, then 0.0.0.0", "the IPv4 side keeps the placeholder 127.0.0.6, which overlaps 0.0.0.0 only",
-		then(dualConnected6, bind("0.0.0.0", "EADDRINUSE"))...),
-	row(24, "127.0.0.1", ":: connected to ::1, then 127.0.0.1", "the IPv4 side keeps the placeholder 127.0.0.6, which overlaps 0.0.0.0 only",
-		then(dualConnected6, bind("127.0.0.1", "ok"))...),
-	row(24, "::", ":: connected to ::1, then ::", "",
-		then(dualConnected6, bind("::", "EADDRINUSE"))...),
-	row(25, "127.0.0.1", ":: connected to an IPv4 peer from 127.0.0.1, then 127.0.0.1", "the socket's address becomes ::ffff:127.0.0.1",
-		then(dualConnected4, bind("127.0.0.1", "EADDRINUSE"))...),
-	row(25, "127.0.0.2", ":: connected to an IPv4 peer from 127.0.0.1, then 127.0.0.2", "the socket's address becomes ::ffff:127.0.0.1",
-		then(dualConnected4, bind("127.0.0.2", "ok"))...),
-	row(25, "::1", ":: connected to an IPv4 peer from 127.0.0.1, then ::1", "the socket's address becomes ::ffff:127.0.0.1",
-		then(dualConnected4, bind("::1", "ok"))...),
-	row(26, "127.0.0.1", "0.0.0.0 connected from 127.0.0.1, then 127.0.0.1", "",
-		then(wildConnected, bind("127.0.0.1", "EADDRINUSE"))...),
-	row(26, "127.0.0.2", "0.0.0.0 connected from 127.0.0.1, then 127.0.0.2", "",
-		then(wildConnected, bind("127.0.0.2", "ok"))...),
-}
+var All = slices.Concat(
+	[]Row{
+		row(1, "", "both ReuseAddr on 127.0.0.1: the newest receives", "",
+			bind("127.0.0.1 reuseaddr", "ok"), bind("127.0.0.1 reuseaddr", "ok"), send(P, "127.0.0.1", "s1")),
+		row(2, "", "0.0.0.0 connected to the sender beats 127.0.0.1", "connect takes the local address routing chose",
+			bind("127.0.0.1 reuseaddr", "ok"), bind("0.0.0.0 reuseaddr", "ok"), connect(1, P, "127.0.0.1", "127.0.0.1"),
+			send(P, "127.0.0.1", "s1"), send(Q, "127.0.0.1", "s0")),
+		row(3, "", "connected 127.0.0.1 gets its peer, the other the rest", "",
+			bind("127.0.0.1 reuseaddr", "ok"), connect(0, P, "127.0.0.1", "127.0.0.1"), bind("127.0.0.1 reuseaddr", "ok"),
+			send(P, "127.0.0.1", "s0"), send(Q, "127.0.0.1", "s1")),
+	},
+	eitherOrder(4, "v4 0.0.0.0 beats v6 :: for IPv4", "v4", "0.0.0.0 reuseaddr", "v6", ":: reuseaddr", "127.0.0.1"),
+	eitherOrder(5, "device-bound 0.0.0.0 beats unbound 0.0.0.0", "device", "0.0.0.0 reuseaddr dev", "unbound", "0.0.0.0 reuseaddr", "127.0.0.1"),
+	eitherOrder(6, "127.0.0.1 beats device-bound 0.0.0.0", "127.0.0.1", "127.0.0.1 reuseaddr", "device", "0.0.0.0 reuseaddr dev", "127.0.0.1"),
+	eitherOrder(7, "v6 ::ffff:127.0.0.1 beats v4 0.0.0.0", "mapped", "::ffff:127.0.0.1 reuseaddr", "v4", "0.0.0.0 reuseaddr", "127.0.0.1"),
+	eitherOrder(8, "v4 127.0.0.1 beats v6 ::ffff:127.0.0.1", "v4", "127.0.0.1 reuseaddr", "mapped", "::ffff:127.0.0.1 reuseaddr", "127.0.0.1"),
+	[]Row{
+		row(9, "", ":: V6Only gets no IPv4 datagram, but IPv6 ones", "",
+			bind(":: v6only", "ok"), send(P, "127.0.0.1", "none"), send(P, "::ffff:127.0.0.1", "none"), send(P6, "::1", "s0")),
+		row(10, "", "a connected socket gets nothing from another peer", "",
+			bind("127.0.0.1", "ok"), connect(0, P, "127.0.0.1", "127.0.0.1"), send(Q, "127.0.0.1", "none"), send(P, "127.0.0.1", "s0")),
+		row(11, "", "4 ReusePort sockets share 20 flows, each flow stable", "the table's hash, seeded from a fixed Rand",
+			bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"), bind("127.0.0.1 reuseport", "ok"),
+			Step{Kind: Spread, Sock: 3, Peer: P, Dst: netip.MustParseAddr("127.0.0.1"), Flows: 20}),
+		row(12, "", ":: dual-stack, then 0.0.0.0", "", bind("::", "ok"), bind("0.0.0.0", "EADDRINUSE")),
+		row(13, "", ":: V6Only, then 0.0.0.0", "", bind(":: v6only", "ok"), bind("0.0.0.0", "ok")),
+		row(14, "", ":: dual-stack, then 127.0.0.1", "", bind("::", "ok"), bind("127.0.0.1", "EADDRINUSE")),
+		row(15, "", "127.0.0.1, then :: dual-stack", "", bind("127.0.0.1", "ok"), bind("::", "EADDRINUSE")),
+	},
+	thenEach(16, "127.0.0.1, then a v4-mapped address", "", []Step{bind("127.0.0.1", "ok")},
+		[2]string{"::ffff:127.0.0.1", "EADDRINUSE"}, [2]string{"::ffff:127.0.0.2", "ok"}),
+	[]Row{row(17, "", "::1, then ::", "", bind("::1", "ok"), bind("::", "EADDRINUSE"))},
+	thenEach(18, "ReusePort 127.0.0.1, then ReusePort again", "same owner", []Step{bind("127.0.0.1 reuseport", "ok")},
+		[2]string{"127.0.0.1 reuseport", "ok"}, [2]string{"0.0.0.0 reuseport", "ok"}),
+	[]Row{row(19, "", "ReuseAddr, then no ReuseAddr on the same address", "",
+		bind("127.0.0.1 reuseaddr", "ok"), bind("127.0.0.1", "EADDRINUSE"))},
+	thenEach(20, "0.0.0.0 on lo, then 0.0.0.0 without device or on lo", "", []Step{bind("0.0.0.0 dev", "ok")},
+		[2]string{"0.0.0.0", "EADDRINUSE"}, [2]string{"0.0.0.0 dev", "EADDRINUSE"}),
+	[]Row{
+		row(21, "", "11 sockets on 127.0.0.1…11, then 0.0.0.0", "", then(eleven(), bind("0.0.0.0", "EADDRINUSE"))...),
+		row(22, "", "V6Only on ::ffff:127.0.0.1", "", bind("::ffff:127.0.0.1 v6only", "EINVAL")),
+		row(23, "", "::1 without V6Only, then 0.0.0.0", "", bind("::1", "ok"), bind("0.0.0.0", "ok")),
+	},
+	thenEach(24, ":: connected to ::1, then another bind", "the IPv4 side keeps the placeholder 127.0.0.6, which overlaps 0.0.0.0 only",
+		dualConnected6, [2]string{"0.0.0.0", "EADDRINUSE"}, [2]string{"127.0.0.1", "ok"}, [2]string{"::", "EADDRINUSE"}),
+	thenEach(25, ":: connected to an IPv4 peer from 127.0.0.1, then another bind", "the socket's address becomes ::ffff:127.0.0.1",
+		dualConnected4, [2]string{"127.0.0.1", "EADDRINUSE"}, [2]string{"127.0.0.2", "ok"}, [2]string{"::1", "ok"}),
+	thenEach(26, "0.0.0.0 connected from 127.0.0.1, then another bind", "",
+		wildConnected, [2]string{"127.0.0.1", "EADDRINUSE"}, [2]string{"127.0.0.2", "ok"}),
+)
 
 // Count is the number of rows (not variants) in All.
 const Count = 26
