@@ -23,7 +23,7 @@
 //     socket comes first in the chain.
 //  3. IPv6 SO_REUSEPORT sockets win ties like any other socket (the newest
 //     wins); Linux puts them at the end of the chain.
-//  4. A bind to a specific IPv4 address always conflicts with a dual-stack
-//     socket holding the placeholder 127.0.0.6; Linux misses it when the
-//     port has more than 10 sockets.
+//  4. A bind to 127.0.0.6 always conflicts with a dual-stack socket that
+//     holds that address as its IPv4 placeholder (it connected to an IPv6
+//     peer); Linux misses it when the port has more than 10 sockets.
 package demux
