@@ -40,6 +40,7 @@ type Op struct {
 	Port0 uint16
 }
 
+// String describes the op, as a shrunk sequence prints it.
 func (o Op) String() string {
 	switch o.Kind {
 	case Bind:
@@ -73,13 +74,14 @@ func (o Op) String() string {
 	}
 }
 
-// Mismatch is a disagreement between model and table; kind groups them so
+// Mismatch is a disagreement between model and table; Kind groups them so
 // that shrinking keeps looking for the same disagreement.
 type Mismatch struct {
 	Kind string
 	Msg  string
 }
 
+// Error says what disagreed.
 func (m *Mismatch) Error() string { return m.Kind + ": " + m.Msg }
 
 func mismatchf(kind, format string, args ...any) *Mismatch {
