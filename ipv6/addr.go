@@ -12,7 +12,10 @@ import (
 )
 
 // Placeholder4 is the IPv4 address Linux gives the IPv4 side of a
-// dual-stack socket that connected to an IPv6 peer: 127.0.0.6.
+// dual-stack socket that connected to an IPv6 peer: 127.0.0.6. It still
+// conflicts with 0.0.0.0 and 127.0.0.6 binds (DESIGN.md row 24) and is
+// reached by the placeholder fallback (DESIGN.md, "The placeholder
+// fallback").
 const Placeholder4 uint32 = 127<<24 | 6
 
 // Local is the local side of a socket as the cross-family rules see it.
@@ -115,6 +118,8 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		l.V4 = v4(a)
 		l.V6 = sock.Map4(l.V4)
 	case a.Is4In6():
+		// A v4-mapped address is IPv4 traffic, which V6Only refuses
+		// (DESIGN.md row 22).
 		if v6only {
 			return Local{}, fmt.Errorf("V6Only with v4-mapped address %v: %w", a, syscall.EINVAL)
 		}
@@ -130,7 +135,8 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		}
 	default:
 		// A specific IPv6 address makes the socket IPv6-only (Linux
-		// __inet6_bind); its IPv4 side is the placeholder.
+		// __inet6_bind; DESIGN.md row 23); its IPv4 side is the
+		// placeholder.
 		l.Flags = sock.Is6 | sock.HasV6 | sock.V6Only
 		l.V6 = sock.From16(a)
 		l.V4 = Placeholder4

@@ -4,7 +4,7 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 
 // Overlap reports whether a new socket n and a bound socket e have
 // overlapping local addresses, as Linux's inet_rcv_saddr_equal decides
-// with wildcards matching on both sides. It is not symmetric: n is the
+// with wildcards matching on both sides (DESIGN.md rows 12-17 and 23-26). It is not symmetric: n is the
 // socket being bound.
 func Overlap(n, e *sock.Entry) bool {
 	if !n.Has(sock.Is6) {

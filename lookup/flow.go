@@ -3,7 +3,8 @@ package lookup
 import "github.com/udpdemux/udpdemux/internal/sock"
 
 // FlowHash hashes a datagram's 4-tuple with a per-table seed, to pick an
-// SO_REUSEPORT group member: stable for one flow, spread across flows.
+// SO_REUSEPORT group member: stable for one flow, spread across flows
+// (DESIGN.md row 11).
 func FlowHash(seed uint64, q *Query) uint32 {
 	h := seed ^ uint64(q.SrcPort)<<16 ^ uint64(q.DstPort)
 	h = mix(h ^ q.Src.Hi)

@@ -57,7 +57,8 @@ const exactTier = 16
 // first and returns its newest match without scoring.
 const hash4Score = 64
 
-// Score returns the score of e for q, or -1 if e does not match.
+// Score returns the score of e for q, or -1 if e does not match. The
+// rules are DESIGN.md's ("Lookup"; rows 1-10).
 func Score(e *sock.Face, q *Query) int {
 	if e.Port != q.DstPort {
 		return -1
