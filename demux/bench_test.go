@@ -144,8 +144,8 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 // BenchmarkLookupSlots measures hybrid lookups in fixed-slot tables of
-// 256, 4096 and 65536 slots, for the README's advice on choosing the slot
-// count: 65 000 wildcard sockets on distinct ports (each primary chain holds
+// 256, 4096 and 65536 slots, and in the default growing tables (slots=0),
+// for the README's advice on choosing the slot count: 65 000 wildcard sockets on distinct ports (each primary chain holds
 // the sockets of about sockets/slots ports) and 16 384 sockets on one port
 // at distinct addresses (each secondary chain holds about sockets/slots).
 func BenchmarkLookupSlots(b *testing.B) {
@@ -164,7 +164,7 @@ func BenchmarkLookupSlots(b *testing.B) {
 		}},
 	}
 	for _, sh := range shapes {
-		for _, slots := range []int{256, 4096, 65536} {
+		for _, slots := range []int{256, 4096, 65536, 0} {
 			b.Run(fmt.Sprintf("%s-%d/slots=%d", sh.name, sh.n, slots), func(b *testing.B) {
 				t, dsts := buildTableSlots(b, demux.Config{Slots: slots}, sh.n, sh.opts)
 				benchLookups(b, t, dsts)
