@@ -3,7 +3,6 @@
 package conformance
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/internal/difftest"
 )
 
 // The runner's state: the tables under test, the open sockets on every
@@ -155,24 +155,11 @@ func errnoString(e syscall.Errno) string {
 	return fmt.Sprintf("errno %d (%v)", int(e), e)
 }
 
-const errUnknown = syscall.Errno(0xfffff)
+// errUnknown stands for a table error that wraps no errno.
+const errUnknown = difftest.NotErrno
 
 // errnoOf maps a table error to its errno.
-func errnoOf(err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var en syscall.Errno
-	if errors.As(err, &en) {
-		return en
-	}
-	for _, e := range []syscall.Errno{syscall.EADDRINUSE, syscall.EINVAL, syscall.EADDRNOTAVAIL, syscall.EAFNOSUPPORT, syscall.EBADF} {
-		if errors.Is(err, e) {
-			return e
-		}
-	}
-	return errUnknown
-}
+func errnoOf(err error) syscall.Errno { return difftest.Errno(err) }
 
 func (r *runner) sockName(id int) string {
 	if id < 0 {

@@ -88,9 +88,13 @@ func mismatchf(kind, format string, args ...any) *Mismatch {
 	return &Mismatch{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
-// errnoOf returns the errno an error wraps, 0 for nil, and -1 for an error
-// that wraps no errno at all (always a mismatch).
-func errnoOf(err error) syscall.Errno {
+// NotErrno is what Errno returns for an error that wraps no errno (always
+// a mismatch: the library's errors all wrap one).
+const NotErrno = ^syscall.Errno(0)
+
+// Errno returns the errno that err wraps: 0 for nil, NotErrno for an error
+// that wraps none.
+func Errno(err error) syscall.Errno {
 	if err == nil {
 		return 0
 	}
@@ -98,14 +102,14 @@ func errnoOf(err error) syscall.Errno {
 	if errors.As(err, &e) {
 		return e
 	}
-	return ^syscall.Errno(0)
+	return NotErrno
 }
 
 func errnoName(e syscall.Errno) string {
 	switch e {
 	case 0:
 		return "ok"
-	case ^syscall.Errno(0):
+	case NotErrno:
 		return "non-errno error"
 	}
 	return fmt.Sprintf("%d(%v)", uintptr(e), e)

@@ -70,15 +70,15 @@ func (r *Runner) Step(i int, o Op) error {
 		var merr error
 		if o.Opts.Port != 0 {
 			id, merr = r.m.Bind(o.Opts)
-			r.seen["bind "+errnoName(errnoOf(merr))]++
-			if errnoOf(err) != errnoOf(merr) {
-				return mismatchf("bind", "table %s (%v), model %s (%v)", errnoName(errnoOf(err)), err, errnoName(errnoOf(merr)), merr)
+			r.seen["bind "+errnoName(Errno(merr))]++
+			if Errno(err) != Errno(merr) {
+				return mismatchf("bind", "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
 			}
 		} else if err != nil {
 			merr = r.m.EphemeralError(o.Opts)
-			r.seen["bind(0) "+errnoName(errnoOf(merr))]++
-			if errnoOf(err) != errnoOf(merr) {
-				return mismatchf("bind0-fail", "table %s (%v), model %s (%v)", errnoName(errnoOf(err)), err, errnoName(errnoOf(merr)), merr)
+			r.seen["bind(0) "+errnoName(Errno(merr))]++
+			if Errno(err) != Errno(merr) {
+				return mismatchf("bind0-fail", "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
 			}
 		} else {
 			port := s.LocalAddr().Port()
@@ -118,9 +118,9 @@ func (r *Runner) Step(i int, o Op) error {
 			}
 		}
 		kind := map[Kind]string{Connect: "connect", Close: "close"}[o.Kind]
-		r.seen[kind+" "+errnoName(errnoOf(merr))]++
-		if errnoOf(err) != errnoOf(merr) {
-			return mismatchf(kind, "table %s (%v), model %s (%v)", errnoName(errnoOf(err)), err, errnoName(errnoOf(merr)), merr)
+		r.seen[kind+" "+errnoName(Errno(merr))]++
+		if Errno(err) != Errno(merr) {
+			return mismatchf(kind, "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
 		}
 	case Lookup:
 		s, v := r.tbl.Lookup(o.Src, o.Dst, o.Ifindex)
