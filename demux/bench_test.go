@@ -31,7 +31,7 @@ func addr6N(i int) netip.Addr {
 }
 
 // buildTable binds n sockets, the i-th with options o(i), in a table of
-// 65536 slots, and returns the destinations that datagrams to them use,
+// benchConfig(s), and returns the destinations that datagrams to them use,
 // in random order.
 func buildTable(b testing.TB, s demux.Strategy, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
 	return buildTableSlots(b, benchConfig(s), n, o)
