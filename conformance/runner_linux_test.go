@@ -23,17 +23,22 @@ type tableUT struct {
 	t    *demux.Table[int]
 }
 
-// tableConfigs are the tables every op runs on: each strategy, and a small
-// table with threshold 1 so that the hybrid strategy takes its secondary
-// path on short chains.
+// tableConfigs are the tables every op runs on: each strategy on both
+// storages (the default growing tables, and Linux's fixed slots), and
+// threshold 1 so that the hybrid strategy takes its secondary path on short
+// chains.
 var tableConfigs = []struct {
 	name string
 	cfg  demux.Config
 }{
 	{"hybrid", demux.Config{}},
-	{"one-phase", demux.Config{Slots: 256, Strategy: demux.OnePhase}},
-	{"two-phase", demux.Config{Slots: 256, Strategy: demux.TwoPhase}},
-	{"hybrid/threshold=1", demux.Config{Slots: 256, Threshold: 1}},
+	{"one-phase", demux.Config{Strategy: demux.OnePhase}},
+	{"two-phase", demux.Config{Strategy: demux.TwoPhase}},
+	{"hybrid/threshold=1", demux.Config{Threshold: 1}},
+	{"fixed/hybrid", demux.Config{Slots: 4096}},
+	{"fixed/one-phase", demux.Config{Slots: 256, Strategy: demux.OnePhase}},
+	{"fixed/two-phase", demux.Config{Slots: 256, Strategy: demux.TwoPhase}},
+	{"fixed/hybrid/threshold=1", demux.Config{Slots: 256, Threshold: 1}},
 }
 
 // rsock is an open socket of a scenario, on every side.
