@@ -24,7 +24,7 @@ const BatchMax = 64
 func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 	n := min(len(qs), len(ok), len(out), BatchMax)
 	var (
-		prs     [BatchMax]*Port
+		prs     [BatchMax]*portSlot
 		seqs    [BatchMax]uint32
 		khs     [BatchMax]uint64
 		exact   [BatchMax]*heads
@@ -78,7 +78,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 // scored: the 4-tuple table, then the wildcard unless an exact-address
 // socket won. The winner is the same in any order of offers: the best
 // score, then the largest Seq.
-func (g *Engine) finishBatch(pr *Port, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
+func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
 	if pr.nconn.Load() > 0 {
 		k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {

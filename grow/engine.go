@@ -40,13 +40,23 @@ type heads struct {
 	rest  []*sock.Entry
 }
 
-// Port is one port's record. It exists while the port holds a socket.
-type Port struct {
+// portSlot is what a lookup reads of a port: its chain and its count of
+// connected entries. Slots live in pages of 256 ports, made when a port of
+// the page is first bound and kept after, so that a lookup reaches a
+// port's chain in one load from a page it indexes directly — the chain
+// head is in the slot, as in a fixed primary table — while a table with a
+// few busy ports pays for a few pages only.
+type portSlot struct {
 	// list chains every entry on the port through N1, newest first; its
 	// Seq counts moves of entries between indexes.
 	list  sock.Chain
 	nconn atomic.Int32 // connected entries on the port
+}
 
+// Port is one port's record for writers. It exists while the port holds a
+// socket.
+type Port struct {
+	s      *portSlot // the port's slot, which outlives the record
 	mu     sync.Mutex
 	port   uint16
 	dead   bool                     // guarded by mu: no longer in ports
@@ -57,6 +67,7 @@ type Port struct {
 // Engine is the growing storage. Its methods that take a *Port expect it
 // locked, as LockBind and LockPort return it.
 type Engine struct {
+	pages [256]atomic.Pointer[[256]portSlot]
 	ports *rhash.Map[uint16, *Port]
 	addrs *rhash.Map[addrKey, heads]
 	conns *rhash.Map[connKey, heads]
@@ -123,7 +134,7 @@ func (g *Engine) LockPort(p uint16) *Port {
 		if !ok {
 			g.ports.Update(h, p, func(old *Port, ok bool) (*Port, bool) {
 				if !ok {
-					old = &Port{port: p}
+					old = &Port{port: p, s: g.makeSlot(p)}
 				}
 				pr = old
 				return old, true
@@ -137,9 +148,20 @@ func (g *Engine) LockPort(p uint16) *Port {
 	}
 }
 
+// makeSlot returns port p's slot, making its page if need be. Writers of
+// different ports may race to make a page; one wins.
+func (g *Engine) makeSlot(p uint16) *portSlot {
+	pg := g.pages[p>>8].Load()
+	if pg == nil {
+		g.pages[p>>8].CompareAndSwap(nil, new([256]portSlot))
+		pg = g.pages[p>>8].Load()
+	}
+	return &pg[p&255]
+}
+
 // Unlock releases pr, dropping the record if its port holds no socket.
 func (g *Engine) Unlock(pr *Port) {
-	if pr.list.Len() == 0 && !pr.dead {
+	if pr.s.list.Len() == 0 && !pr.dead {
 		pr.dead = true
 		g.ports.Update(g.portHash(pr.port), pr.port, func(old *Port, ok bool) (*Port, bool) {
 			return nil, false
@@ -148,10 +170,13 @@ func (g *Engine) Unlock(pr *Port) {
 	pr.mu.Unlock()
 }
 
-// port returns p's record for a lookup, or nil.
-func (g *Engine) port(p uint16) *Port {
-	pr, _ := g.ports.Get(g.portHash(p), p)
-	return pr
+// port returns p's slot for a lookup, or nil if no socket was ever bound
+// to a port of its page.
+func (g *Engine) port(p uint16) *portSlot {
+	if pg := g.pages[p>>8].Load(); pg != nil {
+		return &pg[p&255]
+	}
+	return nil
 }
 
 // Sizes reports the keys and slots of the three indexes, for statistics.

@@ -23,7 +23,7 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
 // tries the 127.0.0.6 fallback when nothing matched.
-func (g *Engine) finish(pr *Port, e *sock.Face, q *lookup.Query) *sock.Face {
+func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Face {
 	if e == nil {
 		if lookup.ToPlaceholder(q) {
 			return lookup.PlaceholderFallbackFrom(pr.list.First(), q)
@@ -35,7 +35,7 @@ func (g *Engine) finish(pr *Port, e *sock.Face, q *lookup.Query) *sock.Face {
 
 // indexed searches the indexes for q, whose destination address hashes
 // to kh.
-func (g *Engine) indexed(pr *Port, q *lookup.Query, kh uint64) *sock.Face {
+func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 	for {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()

@@ -19,14 +19,14 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if pr.port != p || pr.dead {
 			bad("port record %d: holds port %d, dead %v", p, pr.port, pr.dead)
 		}
-		if v := pr.list.Seq.Read(); v&1 != 0 {
+		if v := pr.s.list.Seq.Read(); v&1 != 0 {
 			bad("port %d: move in progress", p)
 		}
 		var want summary
 		nconn := 0
 		groups := map[groupKey][]*sock.Entry{}
 		n := 0
-		for x := pr.list.First(); x != nil; x = x.Next.Load() {
+		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 			e := sock.Of(x, false)
 			n++
 			if e.Port != p {
@@ -55,11 +55,11 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if n == 0 {
 			bad("port %d: empty record kept", p)
 		}
-		if n != pr.list.Len() {
-			bad("port %d: count %d, chain %d", p, pr.list.Len(), n)
+		if n != pr.s.list.Len() {
+			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
 		}
-		if int(pr.nconn.Load()) != nconn {
-			bad("port %d: %d connected counted, %d on the chain", p, pr.nconn.Load(), nconn)
+		if int(pr.s.nconn.Load()) != nconn {
+			bad("port %d: %d connected counted, %d on the chain", p, pr.s.nconn.Load(), nconn)
 		}
 		if !sameSummary(&want, &pr.cc) {
 			bad("port %d: bind-check summary differs from its sockets", p)
@@ -81,6 +81,22 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		}
 		return true
 	})
+	for hi := range g.pages {
+		pg := g.pages[hi].Load()
+		if pg == nil {
+			continue
+		}
+		for lo := range pg {
+			p := uint16(hi<<8 | lo)
+			pr, ok := g.ports.Get(g.portHash(p), p)
+			switch {
+			case ok && pr.s != &pg[lo]:
+				bad("port %d: its record is not on its slot", p)
+			case !ok && (pg[lo].list.Len() != 0 || pg[lo].list.First() != nil || pg[lo].nconn.Load() != 0):
+				bad("port %d: a slot with entries and no record", p)
+			}
+		}
+	}
 	if len(onPort) != g.Len() {
 		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
 	}

@@ -40,10 +40,10 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	// Counted before it is published: a lookup that skips the 4-tuple
 	// table must not miss it there.
 	if e.Has(sock.Connected) {
-		pr.nconn.Add(1)
+		pr.s.nconn.Add(1)
 	}
 	g.insert(e)
-	pr.list.PushFront(&e.N1)
+	pr.s.list.PushFront(&e.N1)
 	pr.cc.add(e, 1)
 	g.occ.Add(e)
 	g.entries.Add(1)
@@ -53,17 +53,17 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 // e is published in its index before old leaves its own, inside the
 // port's sequence count, so that a lookup searching both notices the move.
 func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
-	pr.list.Seq.Begin()
+	pr.s.list.Seq.Begin()
 	if e.Has(sock.Connected) {
-		pr.nconn.Add(1) // before publication, as in Link
+		pr.s.nconn.Add(1) // before publication, as in Link
 	}
 	g.insert(e)
-	pr.list.Replace(&old.N1, &e.N1)
+	pr.s.list.Replace(&old.N1, &e.N1)
 	g.remove(old)
 	if old.Has(sock.Connected) {
-		pr.nconn.Add(-1)
+		pr.s.nconn.Add(-1)
 	}
-	pr.list.Seq.End()
+	pr.s.list.Seq.End()
 	if old.Group != nil {
 		g.leave(pr, old)
 	}
@@ -76,12 +76,12 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 // Unlink removes e: a close.
 func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 	g.remove(e)
-	pr.list.Remove(&e.N1)
+	pr.s.list.Remove(&e.N1)
 	if e.Group != nil {
 		g.leave(pr, e)
 	}
 	if e.Has(sock.Connected) {
-		pr.nconn.Add(-1)
+		pr.s.nconn.Add(-1)
 	}
 	pr.cc.add(e, -1)
 	g.occ.Remove(e)
