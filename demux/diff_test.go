@@ -21,7 +21,7 @@ import (
 
 var (
 	diffSeed = flag.Uint64("diff.seed", 1, "seed of the differential test's operation generator")
-	diffOps  = flag.Int("diff.ops", 0, "operations per configuration (0: 10000, or 1500 with -short)")
+	diffOps  = flag.Int("diff.ops", 0, "operations per configuration (0: 10000, or 2500 with -short)")
 	// Verify after every write is the point of the test; the flags let a
 	// profile of everything else be taken.
 	diffVerify   = flag.Bool("diff.verify", true, "call Table.Verify after every bind, connect and close")
@@ -42,7 +42,7 @@ func TestDifferential(t *testing.T) {
 	if n == 0 {
 		n = 10000
 		if testing.Short() {
-			n = 1500
+			n = 2500
 		}
 	}
 	for ci, c := range diffConfigs() {
