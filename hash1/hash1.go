@@ -40,7 +40,7 @@ func New(n int) (*Table, error) {
 		n = DefaultSlots
 	}
 	if !sock.ValidSlots(n) {
-		return nil, fmt.Errorf("hash1: %d slots: want a power of two from %d to %d: %w",
+		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
 	return &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n), mask: uint32(n - 1)}, nil

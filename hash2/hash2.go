@@ -44,7 +44,7 @@ type Table struct {
 // address hash is seeded with seed.
 func New(n int, seed uint64) (*Table, error) {
 	if !sock.ValidSlots(n) {
-		return nil, fmt.Errorf("hash2: %d slots: want a power of two from %d to %d: %w",
+		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
 	t := &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n)}
