@@ -49,6 +49,17 @@ type Config struct {
 	// not random (a constant, in tests) never makes bind(0) hang, but
 	// makes its choices and the hash seeds predictable.
 	Rand mrand.Source
+	// FlowSeed, if not 0, seeds the flow hash that spreads datagrams over
+	// the members of an SO_REUSEPORT group, instead of a seed drawn from
+	// Rand. Tables (in other processes or on other hosts) with the same
+	// FlowSeed send a flow to the member at the same position of groups
+	// with the same members in the same order. It seeds nothing else: the
+	// secondary table's seed and the ephemeral ports stay random, so one
+	// who learns FlowSeed can neither predict ports nor aim datagrams at
+	// one secondary slot. Linux has no such setting (its flow hash is
+	// seeded at boot); a shared seed is what a fleet of user-space stacks
+	// behind one load balancer needs.
+	FlowSeed uint64
 	// ZoneIndex maps an IPv6 zone to an interface index; nil accepts
 	// decimal indexes only ("fe80::1%2" is interface 2).
 	ZoneIndex func(zone string) (int, error)
@@ -128,7 +139,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		case TwoPhase:
 			limit = grow.AlwaysIndex
 		}
-		t.tabs.Seed = rnd.Uint64()
+		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
 		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
 		t.ports = grow.Ports{Range: r, Occ: &t.occ, Rand: rnd}
@@ -142,7 +153,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("demux: %w", err)
 	}
-	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: rnd.Uint64()}
+	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: flowSeed(rnd, cfg.FlowSeed)}
 	t.check = bind.Checker{H1: h1, H2: h2}
 	switch cfg.Strategy {
 	case OnePhase:
@@ -179,4 +190,14 @@ func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
 		return 0
 	}
 	return lookup.Pick(lookup.FlowHash(t.tabs.Seed, &q), n)
+}
+
+// flowSeed returns the flow hash seed: fixed, if not 0, else drawn from
+// rnd. It draws in both cases, so that the ephemeral ports a given Rand
+// yields do not depend on Config.FlowSeed.
+func flowSeed(rnd *bind.Rand, fixed uint64) uint64 {
+	if s := rnd.Uint64(); fixed == 0 {
+		return s
+	}
+	return fixed
 }
