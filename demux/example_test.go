@@ -99,3 +99,48 @@ func ExampleTable_Verify() {
 	fmt.Println(t.Verify(), t.Len())
 	// Output: <nil> 0
 }
+
+func ExampleGroup_SetSelector() {
+	t, _ := demux.New[string](demux.Config{})
+	any4 := netip.MustParseAddr("0.0.0.0")
+	var workers []*demux.Socket[string]
+	for _, name := range []string{"w0", "w1", "w2"} {
+		s, _ := t.Bind(demux.Options{Addr: any4, Port: 443, ReusePort: true}, name)
+		workers = append(workers, s)
+	}
+	g, _ := workers[0].Group()
+	fmt.Println("members:", g.Members().Len())
+	// Steer by something in the datagram (a QUIC server would read the
+	// connection ID): here the source port picks the worker; port 0
+	// declines, and the flow hash picks.
+	g.SetSelector(func(d demux.Datagram, hash uint32, m demux.Members[string]) int {
+		if d.Src.Port() == 0 {
+			return -1
+		}
+		return int(d.Src.Port()) % m.Len()
+	})
+	_, v := t.Lookup(netip.MustParseAddrPort("192.0.2.1:4001"), netip.MustParseAddrPort("10.0.0.1:443"), 1)
+	fmt.Println(v)
+	// Output:
+	// members: 3
+	// w2
+}
+
+func ExampleRendezvous() {
+	t, _ := demux.New[int](demux.Config{})
+	any4 := netip.MustParseAddr("0.0.0.0")
+	first, _ := t.Bind(demux.Options{Addr: any4, Port: 443, ReusePort: true}, 0)
+	for w := 1; w < 4; w++ {
+		t.Bind(demux.Options{Addr: any4, Port: 443, ReusePort: true}, w)
+	}
+	// Keep each flow on its worker when workers come and go; the worker
+	// number in the socket's value names the member.
+	g, _ := first.Group()
+	g.SetSelector(demux.Rendezvous(func(s *demux.Socket[int]) uint64 { return uint64(s.Value()) }))
+	src, dst := netip.MustParseAddrPort("192.0.2.1:4001"), netip.MustParseAddrPort("10.0.0.1:443")
+	before, _ := t.Lookup(src, dst, 1)
+	t.Bind(demux.Options{Addr: any4, Port: 443, ReusePort: true}, 4)
+	after, _ := t.Lookup(src, dst, 1)
+	fmt.Println(before == after || after.Value() == 4)
+	// Output: true
+}
