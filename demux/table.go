@@ -2,7 +2,6 @@ package demux
 
 import (
 	"crypto/rand"
-	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -99,31 +99,34 @@ func New[V any](cfg Config) (*Table[V], error) {
 	threshold := cfg.Threshold
 	switch {
 	case threshold < 0:
-		return nil, fmt.Errorf("demux: threshold %d is negative: %w", threshold, syscall.EINVAL)
+		return nil, newError("threshold %d is negative: %w", threshold, syscall.EINVAL)
 	case threshold == 0:
 		threshold = DefaultThreshold
 	}
 	if cfg.Strategy > TwoPhase {
-		return nil, fmt.Errorf("demux: unknown strategy %d: %w", cfg.Strategy, syscall.EINVAL)
+		return nil, newError("unknown strategy %d: %w", cfg.Strategy, syscall.EINVAL)
 	}
 	if cfg.Ephemeral > EphemeralLinear {
-		return nil, fmt.Errorf("demux: unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
+		return nil, newError("unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
+	}
+	if cfg.Slots != 0 && !sock.ValidSlots(cfg.Slots) {
+		return nil, newError("%d slots: want 0 or a power of two from %d to %d: %w", cfg.Slots, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
 	rng := cfg.Rand
 	if rng != nil && isNil(rng) {
-		return nil, fmt.Errorf("demux: Rand is a nil %T: %w", rng, syscall.EINVAL)
+		return nil, newError("Rand is a nil %T: %w", rng, syscall.EINVAL)
 	}
 	if rng == nil {
 		var seed [32]byte
 		if _, err := rand.Read(seed[:]); err != nil {
-			return nil, fmt.Errorf("demux: seeding the random source: %w", err)
+			return nil, newError("seeding the random source: %w", err)
 		}
 		rng = mrand.NewChaCha8(seed)
 	}
 	rnd := bind.NewRand(rng)
 	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
 	t := &Table[V]{
 		strategy:  cfg.Strategy,
@@ -147,11 +150,11 @@ func New[V any](cfg Config) (*Table[V], error) {
 	}
 	h1, err := hash1.New(cfg.Slots)
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
 	h2, err := hash2.New(cfg.Slots, rnd.Uint64())
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
 	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: flowSeed(rnd, cfg.FlowSeed)}
 	t.check = bind.Checker{H1: h1, H2: h2}
