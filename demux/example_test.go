@@ -144,3 +144,21 @@ func ExampleRendezvous() {
 	fmt.Println(before == after || after.Value() == 4)
 	// Output: true
 }
+
+func ExampleSocket_Disconnect() {
+	t, _ := demux.New[string](demux.Config{})
+	s, _ := t.Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), Port: 5353}, "s")
+	// Routing chose 127.0.0.1 as the source for this peer.
+	if err := s.Connect(netip.MustParseAddrPort("127.0.0.9:5000"), netip.MustParseAddr("127.0.0.1")); err != nil {
+		panic(err)
+	}
+	fmt.Println(s.LocalAddr(), s.RemoteAddr())
+	if err := s.Disconnect(); err != nil {
+		panic(err)
+	}
+	_, v := t.Lookup(netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("10.0.0.1:5353"), 1)
+	fmt.Println(s.LocalAddr(), s.Connected(), v)
+	// Output:
+	// 127.0.0.1:5353 127.0.0.9:5000
+	// 0.0.0.0:5353 false s
+}
