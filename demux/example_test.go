@@ -162,3 +162,20 @@ func ExampleSocket_Disconnect() {
 	// 127.0.0.1:5353 127.0.0.9:5000
 	// 0.0.0.0:5353 false s
 }
+
+func ExampleTable_Multicast() {
+	t, _ := demux.New[string](demux.Config{})
+	for _, name := range []string{"a", "b"} {
+		t.Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), Port: 5353, ReuseAddr: true}, name)
+	}
+	src, group := netip.MustParseAddrPort("192.0.2.1:5353"), netip.MustParseAddrPort("224.0.0.251:5353")
+	n := 0
+	for s, v := range t.Multicast(src, group, 1) {
+		// A real receiver would check that s joined the group first.
+		_ = s
+		_ = v
+		n++
+	}
+	fmt.Println(n, "receivers")
+	// Output: 2 receivers
+}
