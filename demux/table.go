@@ -63,6 +63,19 @@ type Config struct {
 	// ZoneIndex maps an IPv6 zone to an interface index; nil accepts
 	// decimal indexes only ("fe80::1%2" is interface 2).
 	ZoneIndex func(zone string) (int, error)
+	// IsLocal, if set, says whether addr is an address of this host as
+	// seen from device (the socket's interface index, 0 for none), and
+	// Bind fails with EADDRNOTAVAIL, before looking at the port, for an
+	// address it denies. It is not asked about the wildcards, multicast
+	// addresses or 255.255.255.255, which Linux always lets bind; a
+	// v4-mapped address comes as its IPv4 address, without zone. It
+	// should accept what the host's local routing table types local or
+	// broadcast: on Linux 6.18, with 10.0.0.1/24 on eth0, 10.0.0.1 and
+	// 10.0.0.255 but not 10.0.0.0; every 127/8 address; a global IPv6
+	// address whatever the device; a link-local or loopback one only on
+	// its own interface (::1 is not local on eth0). Nil accepts every
+	// address, as Linux does for a socket with IP_FREEBIND.
+	IsLocal func(addr netip.Addr, device int) bool
 	// CountPaths makes every lookup count the path it took, for
 	// Stats().Lookups. It is off by default because the count is a write
 	// to memory that all cores share: with it, lookups on two cores slow
@@ -88,6 +101,7 @@ type Table[V any] struct {
 	ephemeral Ephemeral
 	count     bool // Config.CountPaths
 	zones     ipv6.ZoneIndex
+	isLocal   func(netip.Addr, int) bool
 	seq       atomic.Uint64 // bind order, for ties
 	n         atomic.Int64  // sockets bound
 	stats     counters
@@ -133,6 +147,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		ephemeral: cfg.Ephemeral,
 		count:     cfg.CountPaths,
 		zones:     cfg.ZoneIndex,
+		isLocal:   cfg.IsLocal,
 	}
 	if cfg.Slots == 0 {
 		limit := threshold

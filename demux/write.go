@@ -14,13 +14,17 @@ import (
 
 // Bind binds a socket with the given options and attaches v to it. Port 0
 // chooses an ephemeral port. Errors wrap syscall.EADDRINUSE when the
-// address is in use (or, for port 0, no port is free for this socket) and
+// address is in use (or, for port 0, no port is free for this socket),
+// syscall.EADDRNOTAVAIL when Config.IsLocal denies the address, and
 // syscall.EINVAL for bad options; the table is then unchanged.
 func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if o.Device < 0 || o.Device > math.MaxInt32 {
 		return nil, opError("bind", o, fmt.Errorf("device %d: %w", o.Device, syscall.EINVAL))
 	}
 	l, err := ipv6.Bind(o.Addr, o.V6Only, o.Device, t.zones)
+	if err == nil {
+		err = t.checkLocal(o.Addr, max(o.Device, l.Device))
+	}
 	if err != nil {
 		return nil, opError("bind", o, err)
 	}
