@@ -8,7 +8,7 @@ import (
 // OpError is the error of a table operation. Its Err wraps the errno, so
 // errors.Is(err, syscall.EADDRINUSE) and the like work.
 type OpError struct {
-	Op   string         // "new", "bind", "connect", "disconnect" or "close"
+	Op   string         // "new", "bind", "connect", "disconnect", "setdevice" or "close"
 	Addr netip.AddrPort // the local address concerned, if known
 	Err  error
 }
