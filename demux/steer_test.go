@@ -137,6 +137,17 @@ func testSelector(t *testing.T, cfg demux.Config) {
 		require.Same(t, want, s, "flow %v", src)
 		require.Same(t, want, g.Pick(src, steerDst, 7), "Pick disagrees with Lookup for %v", src)
 	}
+	// Batches are steered alike.
+	ds := make([]demux.Datagram, len(flows))
+	for i, src := range flows {
+		ds[i] = demux.Datagram{Src: src, Dst: steerDst, Ifindex: 7}
+	}
+	out := make([]*demux.Socket[int], len(ds))
+	tab.LookupBatch(ds, out)
+	for i, src := range flows {
+		s, _ := tab.Lookup(src, steerDst, 7)
+		require.Same(t, s, out[i], "LookupBatch disagrees with Lookup for %v", src)
+	}
 	// A socket joining later is steered too; a selector answering the
 	// default from the hash changes nothing.
 	late := bindGroup(t, tab, 5, 1)[0]
