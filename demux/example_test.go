@@ -179,3 +179,31 @@ func ExampleTable_Multicast() {
 	fmt.Println(n, "receivers")
 	// Output: 2 receivers
 }
+
+func ExampleSocket_SetDevice() {
+	t, _ := demux.New[string](demux.Config{})
+	s, _ := t.Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), Port: 5353}, "s")
+	src, dst := netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("10.0.0.1:5353")
+	// SO_BINDTODEVICE after bind: only datagrams arriving on interface 2.
+	if err := s.SetDevice(2); err != nil {
+		panic(err)
+	}
+	on1, _ := t.Lookup(src, dst, 1)
+	on2, _ := t.Lookup(src, dst, 2)
+	fmt.Println(on1 != nil, on2 != nil)
+	// Output: false true
+}
+
+func ExampleConfig_isLocal() {
+	host := netip.MustParsePrefix("10.0.0.1/32")
+	t, _ := demux.New[string](demux.Config{
+		IsLocal: func(a netip.Addr, device int) bool { return host.Contains(a) || a.IsLoopback() },
+	})
+	_, err := t.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.2"), Port: 53}, "")
+	fmt.Println(errors.Is(err, syscall.EADDRNOTAVAIL))
+	_, err = t.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 53}, "")
+	fmt.Println(err)
+	// Output:
+	// true
+	// <nil>
+}
