@@ -328,7 +328,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			}
 			var fd int
 			var kerr error
-			n.th.do(func() { fd, kerr = kernelBind(o) })
+			n.th.do(func() { fd, kerr = rehashBind(o) })
 			assert.Equal(t, st.want, errName(kerr), "%s: kernel", where)
 			s, err := tab.Bind(o, st.sock)
 			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
@@ -398,9 +398,9 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 	}
 }
 
-// kernelBind makes and binds a socket as o says; it returns the socket even
+// rehashBind makes and binds a socket as o says; it returns the socket even
 // when bind fails, for the caller to close.
-func kernelBind(o demux.Options) (int, error) {
+func rehashBind(o demux.Options) (int, error) {
 	is6 := o.Addr.Is6()
 	fd, err := socket(is6, 0)
 	if err != nil {
