@@ -8,7 +8,7 @@ import (
 // OpError is the error of a table operation. Its Err wraps the errno, so
 // errors.Is(err, syscall.EADDRINUSE) and the like work.
 type OpError struct {
-	Op   string         // "bind", "connect" or "close"
+	Op   string         // "new", "bind", "connect", "disconnect", "setdevice" or "close"
 	Addr netip.AddrPort // the local address concerned, if known
 	Err  error
 }
@@ -30,4 +30,9 @@ func opError(op string, o Options, err error) error {
 
 func (s *Socket[V]) opError(op string, err error) error {
 	return &OpError{Op: op, Addr: s.LocalAddr(), Err: err}
+}
+
+// newError is an error of New: a config it refuses.
+func newError(format string, args ...any) error {
+	return &OpError{Op: "new", Err: fmt.Errorf(format, args...)}
 }

@@ -28,3 +28,9 @@ type Options struct {
 	// sets it, as Linux does.
 	V6Only bool
 }
+
+// AddrPort returns Addr and Port as one netip.AddrPort, the type of
+// Socket.LocalAddr. For a socket's Options the two agree until a connect:
+// a wildcard socket's LocalAddr then shows the source address it took,
+// while its Options keep the address it was bound to.
+func (o Options) AddrPort() netip.AddrPort { return netip.AddrPortFrom(o.Addr, o.Port) }

@@ -61,3 +61,21 @@ func (s *Socket[V]) Connected() bool {
 	e := s.s.Cur.Load()
 	return e != nil && e.Has(sock.Connected)
 }
+
+// Connect connects the socket to remote; see Table.Connect, which it
+// calls on the socket's table.
+func (s *Socket[V]) Connect(remote netip.AddrPort, local netip.Addr) error {
+	if s == nil || s.t == nil {
+		return &OpError{Op: "connect", Err: errForeign}
+	}
+	return s.t.Connect(s, remote, local)
+}
+
+// Close unbinds the socket; see Table.Close, which it calls on the
+// socket's table.
+func (s *Socket[V]) Close() error {
+	if s == nil || s.t == nil {
+		return &OpError{Op: "close", Err: errForeign}
+	}
+	return s.t.Close(s)
+}

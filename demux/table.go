@@ -2,7 +2,6 @@ package demux
 
 import (
 	"crypto/rand"
-	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -49,9 +49,33 @@ type Config struct {
 	// not random (a constant, in tests) never makes bind(0) hang, but
 	// makes its choices and the hash seeds predictable.
 	Rand mrand.Source
+	// FlowSeed, if not 0, seeds the flow hash that spreads datagrams over
+	// the members of an SO_REUSEPORT group, instead of a seed drawn from
+	// Rand. Tables (in other processes or on other hosts) with the same
+	// FlowSeed send a flow to the member at the same position of groups
+	// with the same members in the same order. It seeds nothing else: the
+	// secondary table's seed and the ephemeral ports stay random, so one
+	// who learns FlowSeed can neither predict ports nor aim datagrams at
+	// one secondary slot. Linux has no such setting (its flow hash is
+	// seeded at boot); a shared seed is what a fleet of user-space stacks
+	// behind one load balancer needs.
+	FlowSeed uint64
 	// ZoneIndex maps an IPv6 zone to an interface index; nil accepts
 	// decimal indexes only ("fe80::1%2" is interface 2).
 	ZoneIndex func(zone string) (int, error)
+	// IsLocal, if set, says whether addr is an address of this host as
+	// seen from device (the socket's interface index, 0 for none), and
+	// Bind fails with EADDRNOTAVAIL, before looking at the port, for an
+	// address it denies. It is not asked about the wildcards, multicast
+	// addresses or 255.255.255.255, which Linux always lets bind; a
+	// v4-mapped address comes as its IPv4 address, without zone. It
+	// should accept what the host's local routing table types local or
+	// broadcast: on Linux 6.18, with 10.0.0.1/24 on eth0, 10.0.0.1 and
+	// 10.0.0.255 but not 10.0.0.0; every 127/8 address; a global IPv6
+	// address whatever the device; a link-local or loopback one only on
+	// its own interface (::1 is not local on eth0). Nil accepts every
+	// address, as Linux does for a socket with IP_FREEBIND.
+	IsLocal func(addr netip.Addr, device int) bool
 	// CountPaths makes every lookup count the path it took, for
 	// Stats().Lookups. It is off by default because the count is a write
 	// to memory that all cores share: with it, lookups on two cores slow
@@ -76,6 +100,7 @@ type Table[V any] struct {
 	ephemeral Ephemeral
 	count     bool // Config.CountPaths
 	zones     ipv6.ZoneIndex
+	isLocal   func(netip.Addr, int) bool
 	seq       atomic.Uint64 // bind order, for ties
 	n         atomic.Int64  // sockets bound
 	stats     counters
@@ -87,37 +112,41 @@ func New[V any](cfg Config) (*Table[V], error) {
 	threshold := cfg.Threshold
 	switch {
 	case threshold < 0:
-		return nil, fmt.Errorf("demux: threshold %d is negative: %w", threshold, syscall.EINVAL)
+		return nil, newError("threshold %d is negative: %w", threshold, syscall.EINVAL)
 	case threshold == 0:
 		threshold = DefaultThreshold
 	}
 	if cfg.Strategy > TwoPhase {
-		return nil, fmt.Errorf("demux: unknown strategy %d: %w", cfg.Strategy, syscall.EINVAL)
+		return nil, newError("unknown strategy %d: %w", cfg.Strategy, syscall.EINVAL)
 	}
 	if cfg.Ephemeral > EphemeralLinear {
-		return nil, fmt.Errorf("demux: unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
+		return nil, newError("unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
+	}
+	if cfg.Slots != 0 && !sock.ValidSlots(cfg.Slots) {
+		return nil, newError("%d slots: want 0 or a power of two from %d to %d: %w", cfg.Slots, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
 	rng := cfg.Rand
 	if rng != nil && isNil(rng) {
-		return nil, fmt.Errorf("demux: Rand is a nil %T: %w", rng, syscall.EINVAL)
+		return nil, newError("Rand is a nil %T: %w", rng, syscall.EINVAL)
 	}
 	if rng == nil {
 		var seed [32]byte
 		if _, err := rand.Read(seed[:]); err != nil {
-			return nil, fmt.Errorf("demux: seeding the random source: %w", err)
+			return nil, newError("seeding the random source: %w", err)
 		}
 		rng = mrand.NewChaCha8(seed)
 	}
 	rnd := bind.NewRand(rng)
 	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
 	t := &Table[V]{
 		strategy:  cfg.Strategy,
 		ephemeral: cfg.Ephemeral,
 		count:     cfg.CountPaths,
 		zones:     cfg.ZoneIndex,
+		isLocal:   cfg.IsLocal,
 	}
 	if cfg.Slots == 0 {
 		limit := threshold
@@ -127,7 +156,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		case TwoPhase:
 			limit = grow.AlwaysIndex
 		}
-		t.tabs.Seed = rnd.Uint64()
+		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
 		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
 		t.ports = grow.Ports{Range: r, Occ: &t.occ, Rand: rnd}
@@ -135,13 +164,13 @@ func New[V any](cfg Config) (*Table[V], error) {
 	}
 	h1, err := hash1.New(cfg.Slots)
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
 	h2, err := hash2.New(cfg.Slots, rnd.Uint64())
 	if err != nil {
-		return nil, fmt.Errorf("demux: %w", err)
+		return nil, &OpError{Op: "new", Err: err}
 	}
-	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: rnd.Uint64()}
+	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: flowSeed(rnd, cfg.FlowSeed)}
 	t.check = bind.Checker{H1: h1, H2: h2}
 	switch cfg.Strategy {
 	case OnePhase:
@@ -178,4 +207,14 @@ func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
 		return 0
 	}
 	return lookup.Pick(lookup.FlowHash(t.tabs.Seed, &q), n)
+}
+
+// flowSeed returns the flow hash seed: fixed, if not 0, else drawn from
+// rnd. It draws in both cases, so that the ephemeral ports a given Rand
+// yields do not depend on Config.FlowSeed.
+func flowSeed(rnd *bind.Rand, fixed uint64) uint64 {
+	if s := rnd.Uint64(); fixed == 0 {
+		return s
+	}
+	return fixed
 }

@@ -14,13 +14,17 @@ import (
 
 // Bind binds a socket with the given options and attaches v to it. Port 0
 // chooses an ephemeral port. Errors wrap syscall.EADDRINUSE when the
-// address is in use (or, for port 0, no port is free for this socket) and
+// address is in use (or, for port 0, no port is free for this socket),
+// syscall.EADDRNOTAVAIL when Config.IsLocal denies the address, and
 // syscall.EINVAL for bad options; the table is then unchanged.
 func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if o.Device < 0 || o.Device > math.MaxInt32 {
 		return nil, opError("bind", o, fmt.Errorf("device %d: %w", o.Device, syscall.EINVAL))
 	}
 	l, err := ipv6.Bind(o.Addr, o.V6Only, o.Device, t.zones)
+	if err == nil {
+		err = t.checkLocal(o.Addr, max(o.Device, l.Device))
+	}
 	if err != nil {
 		return nil, opError("bind", o, err)
 	}
@@ -160,13 +164,13 @@ func (t *Table[V]) link(e *sock.Entry, g *lockorder.Guard) {
 
 // findGroup returns the SO_REUSEPORT group that e joins: that of an
 // unconnected ReusePort socket with the same address, port, device, family,
-// V6Only and owner. All such sockets share e's secondary slot, and the
-// caller's primary slot lock keeps them in place.
+// V6Only and owner, other than e's own socket. All such sockets share e's
+// secondary slot, and the caller's primary slot lock keeps them in place.
 func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
 	for ; n != nil; n = n.Next.Load() {
 		x := sock.Of(n, true)
-		if x.Group != nil && x.Port == e.Port && x.Flags&key == e.Flags&key &&
+		if x.Group != nil && x.Sock != e.Sock && x.Port == e.Port && x.Flags&key == e.Flags&key &&
 			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
 			return x.Group
 		}
@@ -188,7 +192,6 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	if err != nil {
 		return err
 	}
-	port := old.Port
 	l, peer, err := ipv6.Connect(localOf(old), int(old.Device), remote, local, t.zones)
 	if err != nil {
 		return s.opError("connect", err)
@@ -208,20 +211,41 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 		e.Peer4 = e.Remote.V4()
 	}
 	t.order(e, old)
+	t.replace(&h, s, old, e)
+	return nil
+}
+
+// replace publishes e, a new state of s, in place of old, its current one:
+// as s's current entry, then in either storage. old leaves its SO_REUSEPORT
+// group; an unconnected ReusePort e joins the group of its new address and
+// device (a new one if there is none), as its last member. e's Seq and
+// flags are the caller's. h holds the port, which a new entry never
+// changes.
+func (t *Table[V]) replace(h *held, s *Socket[V], old, e *sock.Entry) {
+	join := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+	if join {
+		if h.pr != nil {
+			e.Group = t.g.GroupOf(h.pr, e)
+		} else if e.Group = findGroup(t.tabs.H2.At(t.tabs.H2.IndexOf(e)).Chain.First(), e); e.Group == nil {
+			e.Group = new(sock.Group)
+		}
+	}
 	// As in Bind: a lookup that finds the new entry sees it as current.
 	s.s.Cur.Store(e)
+	if join {
+		e.Group.Add(e)
+	}
 	if h.pr != nil {
 		t.g.Replace(h.pr, old, e)
-		return nil
+		return
 	}
 	t.rehash(old, e, &h.g)
-	t.tabs.H1.Slot(port).Chain.Replace(&old.N1, &e.N1)
+	t.tabs.H1.Slot(e.Port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
 		old.Group.Remove(old)
 	}
 	t.occ.Remove(old)
 	t.occ.Add(e)
-	return nil
 }
 
 // order sets e's tie-break order and its Hash4 flag after a connect that

@@ -25,17 +25,8 @@ func (g *Engine) InUse(pr *Port, n *sock.Entry) bool { return pr.cc.inUse(n) }
 // Link publishes a new entry e on pr's port.
 func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
-		k := groupOf(e)
-		grp := pr.groups[k]
-		if grp == nil {
-			grp = new(sock.Group)
-			if pr.groups == nil {
-				pr.groups = map[groupKey]*sock.Group{}
-			}
-			pr.groups[k] = grp
-		}
-		e.Group = grp
-		grp.Add(e)
+		e.Group = g.GroupOf(pr, e)
+		e.Group.Add(e)
 	}
 	// Counted before it is published: a lookup that skips the 4-tuple
 	// table must not miss it there.
@@ -49,7 +40,25 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	g.entries.Add(1)
 }
 
-// Replace puts e, a new state of old's socket, in old's place: a connect.
+// GroupOf returns the SO_REUSEPORT group on pr's port that the
+// unconnected ReusePort entry e belongs in, making it if there is none;
+// the caller adds e.
+func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
+	k := groupOf(e)
+	grp := pr.groups[k]
+	if grp == nil {
+		grp = new(sock.Group)
+		if pr.groups == nil {
+			pr.groups = map[groupKey]*sock.Group{}
+		}
+		pr.groups[k] = grp
+	}
+	return grp
+}
+
+// Replace puts e, a new state of old's socket, in old's place: a connect,
+// a disconnect or a change of device. An unconnected ReusePort e must
+// already be in its group (see GroupOf).
 // e is published in its index before old leaves its own, inside the
 // port's sequence count, so that a lookup searching both notices the move.
 func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {

@@ -28,14 +28,37 @@ func mix(x uint64) uint64 {
 // members, scaled without a division.
 func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 
+// Flow returns q's addressing and flow hash as a group's selector sees
+// them. It is a value, so that handing it to a selector moves nothing of
+// the lookup to the heap.
+func (q *Query) Flow(hash uint32) sock.Flow {
+	return sock.Flow{Src: q.Src, Dst: q.Key, SrcPort: q.SrcPort, DstPort: q.DstPort,
+		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash}
+}
+
 // ReusePort hands a winner in an SO_REUSEPORT group over to the member
-// that q's flow hashes to.
+// that the group's selector picks for q, or, if it has none or it
+// declines, the member that q's flow hashes to.
 func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Face {
 	if e == nil || e.Group == nil || e.Group.Len() < 2 {
 		return e
 	}
-	if m := e.Group.Pick(FlowHash(seed, q)); m != nil {
+	if m := Member(e.Group, seed, q); m != nil {
 		return &m.Face
 	}
 	return e
+}
+
+// Member returns the member of g that receives q: the one g's selector
+// picks, else the one q's flow hashes to; nil if g is empty.
+func Member(g *sock.Group, seed uint64, q *Query) *sock.Entry {
+	h := FlowHash(seed, q)
+	if sel := g.Selector(); sel != nil {
+		if v := g.View(); v.Len() > 0 {
+			if i := sel(q.Flow(h), v); uint(i) < uint(v.Len()) {
+				return v.At(i)
+			}
+		}
+	}
+	return g.Pick(h)
 }

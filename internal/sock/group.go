@@ -13,6 +13,79 @@ type Group struct {
 	// pos is each member's index in arr. Guarded by the primary slot lock
 	// of the group's port, like every write to the group.
 	pos map[*Entry]int
+	sel atomic.Pointer[Selector]
+}
+
+// Flow is the addressing of a datagram that a group receives, and its flow
+// hash, as a Selector sees it.
+type Flow struct {
+	Src, Dst         Addr16 // IPv4 in v4-mapped form
+	SrcPort, DstPort uint16
+	Ifindex          int32
+	Is4              bool
+	Hash             uint32
+}
+
+// Selector picks the index in members of the member that receives f, or
+// declines with an index out of range.
+type Selector func(f Flow, members View) int
+
+// Selector returns the group's selector, or nil.
+func (g *Group) Selector() Selector {
+	if p := g.sel.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// SetSelector sets the group's selector; nil removes it.
+func (g *Group) SetSelector(s Selector) {
+	if s == nil {
+		g.sel.Store(nil)
+		return
+	}
+	g.sel.Store(&s)
+}
+
+// View is the members of a group as a lookup sees them: the array of one
+// moment, with its length then. A member that leaves later may be
+// replaced in place by the last one, as when Linux's BPF program reads
+// reuse->socks.
+type View struct {
+	m *members
+	n int
+}
+
+// View returns the group's members now, without a copy.
+func (g *Group) View() View {
+	m := g.arr.Load()
+	if m == nil {
+		return View{}
+	}
+	return View{m: m, n: int(m.n.Load())}
+}
+
+// Len returns the number of members in v.
+func (v View) Len() int { return v.n }
+
+// At returns the i-th member, 0 ≤ i < v.Len().
+func (v View) At(i int) *Entry {
+	if uint(i) >= uint(v.n) {
+		panic("sock: View index out of range")
+	}
+	return v.m.es[i].Load()
+}
+
+// Snapshot returns a View of a copy of the members, which later joins
+// and leaves leave alone.
+func (g *Group) Snapshot() View {
+	es := g.Members()
+	m := &members{es: make([]atomic.Pointer[Entry], len(es))}
+	for i, e := range es {
+		m.es[i].Store(e)
+	}
+	m.n.Store(int32(len(es)))
+	return View{m: m, n: len(es)}
 }
 
 // members is one array of a group. Writers grow it by copying into a new

@@ -1,0 +1,55 @@
+package demux
+
+import (
+	"fmt"
+	"math"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// SetDevice binds s to interface device (0: none) after Bind, as
+// SO_BINDTODEVICE on a bound socket does in Linux: from then on s receives
+// only datagrams that arrive on device, and later binds see it on device.
+// Following Linux 6.18, nothing is checked against other sockets, the
+// socket keeps its place for ties and its peer and 4-tuple precedence, and
+// a socket bound to a link-local address may change or drop the interface
+// its zone named. An SO_REUSEPORT socket leaves its group (Linux detaches
+// it); unlike Linux, it then joins the group of sockets with the same
+// address, port and new device, if any, as its last member, since in
+// udpdemux every unconnected ReusePort socket belongs to the group of its
+// key. The other options are fixed at Bind: Linux refuses IPV6_V6ONLY on a
+// bound socket, and SO_REUSEADDR and SO_REUSEPORT set after bind matter
+// only to later binds, which udpdemux does not model.
+//
+// Errors wrap syscall.EINVAL for a negative device or one above
+// math.MaxInt32, and EBADF for a closed socket or one of another table;
+// the table is then unchanged.
+func (t *Table[V]) SetDevice(s *Socket[V], device int) error {
+	var h held
+	old, err := t.lockOpen(&h, s, "setdevice")
+	defer t.unlock(&h)
+	if err != nil {
+		return err
+	}
+	if device < 0 || device > math.MaxInt32 {
+		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
+	}
+	if int(old.Device) == device {
+		return nil
+	}
+	e := &sock.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
+	e.Device = int32(device)
+	e.Group = nil // replace finds the group of the new device
+	t.replace(&h, s, old, e)
+	return nil
+}
+
+// SetDevice binds the socket to interface device after Bind; see
+// Table.SetDevice, which it calls on the socket's table.
+func (s *Socket[V]) SetDevice(device int) error {
+	if s == nil || s.t == nil {
+		return &OpError{Op: "setdevice", Err: errForeign}
+	}
+	return s.t.SetDevice(s, device)
+}

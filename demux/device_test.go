@@ -1,0 +1,110 @@
+package demux_test
+
+import (
+	"math"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// TestSetDevice checks SO_BINDTODEVICE after bind against what Linux 6.18
+// did with real sockets on loopback (interface 1) and a veth (here 3).
+func TestSetDevice(t *testing.T) {
+	for _, cfg := range discConfigs {
+		t.Run(cfgName(cfg), func(t *testing.T) {
+			tab, err := demux.New[string](cfg)
+			require.NoError(t, err)
+			bind := func(o demux.Options, v string) *demux.Socket[string] {
+				s, err := tab.Bind(o, v)
+				require.NoError(t, err)
+				return s
+			}
+			any4 := netip.IPv4Unspecified()
+
+			// Delivery follows the device, set and unset.
+			a := bind(demux.Options{Addr: any4, Port: 5300}, "A")
+			require.NoError(t, a.SetDevice(3))
+			assert.Equal(t, 3, a.Options().Device)
+			assert.Equal(t, "", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5300", 1))
+			assert.Equal(t, "A", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5300", 3))
+			require.NoError(t, a.SetDevice(0))
+			assert.Equal(t, "A", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5300", 1))
+
+			// The socket keeps its place for ties: B, bound later, wins
+			// although A was set last.
+			a = bind(demux.Options{Addr: any4, Port: 5301, ReuseAddr: true}, "A")
+			b := bind(demux.Options{Addr: any4, Port: 5301, ReuseAddr: true}, "B")
+			require.NoError(t, b.SetDevice(1))
+			require.NoError(t, a.SetDevice(1))
+			assert.Equal(t, "B", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5301", 1))
+
+			// A connected socket keeps its peer.
+			c := bind(demux.Options{Addr: any4, Port: 5701}, "C")
+			require.NoError(t, c.Connect(ap("127.0.0.1:7000"), ad("127.0.0.1")))
+			require.NoError(t, c.SetDevice(3))
+			assert.Equal(t, ap("127.0.0.1:7000"), c.RemoteAddr())
+			assert.Equal(t, "", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5701", 1))
+			assert.Equal(t, "C", receiver(tab, "127.0.0.1:7000", "127.0.0.1:5701", 3))
+
+			// A link-local socket may leave the interface of its zone.
+			ll := bind(demux.Options{Addr: ad("fe80::1%3"), Port: 5700}, "LL")
+			require.NoError(t, ll.SetDevice(1))
+			assert.Equal(t, ap("[fe80::1%1]:5700"), ll.LocalAddr())
+			require.NoError(t, ll.SetDevice(0))
+			assert.Equal(t, ap("[fe80::1]:5700"), ll.LocalAddr())
+
+			// Later binds see the new device; nothing already bound is
+			// checked.
+			d := bind(demux.Options{Addr: any4, Port: 5302, Device: 3}, "D")
+			bind(demux.Options{Addr: any4, Port: 5302, Device: 1}, "E")
+			require.NoError(t, d.SetDevice(1))
+			_, err = tab.Bind(demux.Options{Addr: any4, Port: 5302, Device: 3}, "F")
+			require.NoError(t, err, "the port is free on device 3 now")
+			_, err = tab.Bind(demux.Options{Addr: any4, Port: 5302}, "G")
+			require.ErrorIs(t, err, syscall.EADDRINUSE)
+
+			// A ReusePort socket leaves its group, and joins the group on
+			// its new device.
+			var gs []*demux.Socket[string]
+			for _, v := range []string{"g0", "g1", "g2"} {
+				gs = append(gs, bind(demux.Options{Addr: any4, Port: 5400, ReusePort: true}, v))
+			}
+			l1 := bind(demux.Options{Addr: any4, Port: 5400, ReusePort: true, Device: 1}, "l1")
+			g, _ := gs[0].Group()
+			require.NoError(t, gs[1].SetDevice(1))
+			assert.Equal(t, []string{"g0", "g2"}, groupValues(g))
+			lg, _ := l1.Group()
+			assert.Equal(t, []string{"l1", "g1"}, groupValues(lg))
+			g1, _ := gs[1].Group()
+			assert.True(t, g1 == lg)
+
+			// Errors leave the socket as it was.
+			require.ErrorIs(t, d.SetDevice(-1), syscall.EINVAL)
+			if math.MaxInt > math.MaxInt32 {
+				require.ErrorIs(t, d.SetDevice(math.MaxInt32+1), syscall.EINVAL)
+			}
+			assert.Equal(t, 1, d.Options().Device)
+			other, err := demux.New[string](demux.Config{})
+			require.NoError(t, err)
+			require.ErrorIs(t, other.SetDevice(d, 2), syscall.EBADF)
+			require.NoError(t, d.Close())
+			require.ErrorIs(t, d.SetDevice(2), syscall.EBADF)
+			var zero demux.Socket[string]
+			require.ErrorIs(t, zero.SetDevice(2), syscall.EBADF)
+			require.NoError(t, tab.Verify())
+		})
+	}
+}
+
+func groupValues(g demux.Group[string]) []string {
+	var out []string
+	for _, s := range g.Members().All() {
+		out = append(out, s.Value())
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package demux
+
+import (
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+)
+
+// Disconnect returns s to unconnected, as connect with AF_UNSPEC does in
+// Linux; it succeeds on an unconnected socket too. Following the kernel:
+//
+//   - The peer is forgotten, and with it the 4-tuple precedence of
+//     connected sockets.
+//   - A socket bound to 0.0.0.0 or "::" gets that wildcard back in place
+//     of the source address its connect took (a dual-stack "::" socket
+//     also drops the 127.0.0.6 placeholder and receives IPv4 again). It is
+//     rehashed, so it counts as the most recently bound socket for ties,
+//     and a later connect is a first connect again.
+//   - A socket bound to a specific address (::ffff:0.0.0.0 included) keeps
+//     its local address and its place; it is not rehashed, and a later
+//     connect to the 4-tuple of its first connect regains that connect's
+//     precedence.
+//   - The device is unbound, whether a connect to a link-local peer, a
+//     zone or Options.Device bound it: Linux 6.18 clears SO_BINDTODEVICE
+//     too. No bind conflict is checked: sockets that coexisted because
+//     their devices differed go on coexisting, as in Linux.
+//   - An SO_REUSEPORT socket joins the group of its address again, as its
+//     last member.
+//
+// Unlike Linux, a socket that got its port from bind(0) keeps it: the
+// kernel unbinds such a socket's port on disconnect and binds a new one on
+// the next send, which a table without sends cannot do; Close and Bind
+// again for that.
+//
+// Errors wrap syscall.EBADF for a closed socket or one of another table;
+// the table is then unchanged.
+func (t *Table[V]) Disconnect(s *Socket[V]) error {
+	var h held
+	old, err := t.lockOpen(&h, s, "disconnect")
+	defer t.unlock(&h)
+	if err != nil {
+		return err
+	}
+	e := &sock.Entry{
+		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Sock: old.Sock},
+		Owner: old.Owner,
+	}
+	l := localOf(old)
+	wild := s.opts.Addr.IsUnspecified()
+	if wild {
+		// The wildcard bound once, so binding it again cannot fail.
+		l, _ = ipv6.Bind(s.opts.Addr, s.opts.V6Only, 0, nil)
+	}
+	setLocal(e, l)
+	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
+		return nil // unconnected and unbound to a device: nothing changes
+	}
+	sk := e.Sock
+	if e.V4 != old.V4 || e.V6 != old.V6 {
+		sk.BindSeq = t.seq.Add(1)
+	}
+	if wild {
+		sk.First4 = sock.Tuple{}
+	}
+	e.Seq = sk.BindSeq
+	t.replace(&h, s, old, e)
+	return nil
+}
+
+// Disconnect returns the socket to unconnected; see Table.Disconnect,
+// which it calls on the socket's table.
+func (s *Socket[V]) Disconnect() error {
+	if s == nil || s.t == nil {
+		return &OpError{Op: "disconnect", Err: errForeign}
+	}
+	return s.t.Disconnect(s)
+}
