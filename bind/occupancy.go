@@ -23,6 +23,9 @@ import (
 // whose sockets use a few ports pays for those, not for 65 536 (a flat
 // array of counts and bitmaps cost 536 KiB a table).
 type Occupancy struct {
+	// OnPort, if set, hears when a port comes into use and goes out of
+	// use; see Claim and Release. It is called with the port's lock held.
+	OnPort   func(port uint16, inUse bool) error
 	total    atomic.Int64 // sockets counted, for Verify
 	counts   [countStripes]countStripe
 	used     sparseBits

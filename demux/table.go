@@ -81,6 +81,26 @@ type Config struct {
 	// to memory that all cores share: with it, lookups on two cores slow
 	// each other down (DESIGN.md, "Costs", has the measurement).
 	CountPaths bool
+	// OnPort, if set, hears when a port comes into use and goes out of
+	// use, so that a caller can keep something per port in step with the
+	// table, such as the kernel socket that receives its datagrams.
+	//
+	// OnPort(port, true) is called when a bind is about to put the first
+	// socket on a port: after the conflict check, before the socket is
+	// published, so a lookup never finds a socket on a port whose event
+	// has not been delivered. A non-nil error vetoes that bind, which
+	// fails with an *OpError wrapping it and leaves the table unchanged;
+	// bind(0) then fails too, it does not try another port.
+	// OnPort(port, false) is called after the last socket of a port was
+	// closed and can no longer be found; its error is ignored. Connect
+	// changes no port and calls neither.
+	//
+	// A port's events come in order, alternating, under the port's lock
+	// (with fixed Slots, a lock that also covers the ports sharing its
+	// primary slot): OnPort must not bind, connect or close sockets of the
+	// table nor iterate its Sockets, which would deadlock. Lookups, Ports
+	// and Len take no lock and are safe.
+	OnPort func(port uint16, inUse bool) error
 }
 
 // DefaultThreshold is the hybrid rule's primary chain length (Linux: 10).
@@ -148,6 +168,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		zones:     cfg.ZoneIndex,
 		isLocal:   cfg.IsLocal,
 	}
+	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go
 	if cfg.Slots == 0 {
 		limit := threshold
 		switch cfg.Strategy {

@@ -48,6 +48,11 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s.opts.Port = e.Port
+	// Port event 0→1, before publication; a veto leaves the table as is.
+	if err := t.occ.Claim(e.Port); err != nil {
+		t.unlock(&h)
+		return nil, opError("bind", s.opts, err)
+	}
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
 	// The handle is complete before the entry is published: a lookup may
@@ -323,6 +328,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 	if h.pr != nil {
 		t.g.Unlink(h.pr, e)
 		s.s.Closed.Store(true)
+		t.occ.Release(e.Port) // port event 1→0, after unlinking
 		t.n.Add(-1)
 		return nil
 	}
@@ -338,6 +344,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 	}
 	t.occ.Remove(e)
 	s.s.Closed.Store(true)
+	t.occ.Release(port) // port event 1→0, after unlinking
 	t.n.Add(-1)
 	return nil
 }

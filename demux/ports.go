@@ -1,0 +1,62 @@
+package demux
+
+import (
+	"cmp"
+	"iter"
+	"slices"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Ports yields the ports that hold at least one socket, in ascending
+// order, without taking locks. A port is yielded if it held a socket when
+// the iteration reached it; a port that comes into use or goes out of use
+// meanwhile may or may not be.
+func (t *Table[V]) Ports() iter.Seq[uint16] { return t.occ.Ports() }
+
+// Sockets yields the table's open sockets, port by port in ascending
+// order, and on each port in bind order.
+//
+// The view is consistent port by port: the sockets yielded for a port are
+// exactly those bound on it at one instant, read under the port's lock
+// (which a concurrent bind, connect or close of that port also takes), so
+// it never shows half of a concurrent change. Different ports are read at
+// different instants. Hence a socket that stays open during the whole
+// iteration is yielded exactly once, a socket closed before it started
+// never, and one bound or closed during it at most once. No lock is held
+// while the caller's loop body runs, so the body may use the table.
+func (t *Table[V]) Sockets() iter.Seq[*Socket[V]] {
+	return func(yield func(*Socket[V]) bool) {
+		var buf []*Socket[V]
+		for p := range t.Ports() {
+			buf = t.portSockets(p, buf[:0])
+			for _, s := range buf {
+				if !yield(s) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// portSockets appends to buf the sockets on port p, in bind order, read
+// under p's lock. With fixed slots, the primary slot's chain also holds the
+// sockets of the other ports that share the slot; they are skipped.
+func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
+	var h held
+	t.lockPort(&h, p)
+	if h.pr != nil {
+		for _, e := range h.pr.Entries(nil) {
+			buf = append(buf, handle[V](&e.Face))
+		}
+	} else {
+		for n := t.tabs.H1.Slot(p).Chain.First(); n != nil; n = n.Next.Load() {
+			if e := sock.Of(n, false); e.Port == p {
+				buf = append(buf, handle[V](&e.Face))
+			}
+		}
+	}
+	t.unlock(&h)
+	slices.SortFunc(buf, func(a, b *Socket[V]) int { return cmp.Compare(a.s.Bound, b.s.Bound) })
+	return buf
+}
