@@ -1,0 +1,230 @@
+package serve
+
+import (
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// Request is one datagram for one receiving socket.
+type Request[V any] struct {
+	// Payload is the datagram's payload.
+	Payload []byte
+	// Src and Dst are the datagram's source and destination (IPv4 in
+	// 4-byte form); Dst is where it was sent, from the control message.
+	Src, Dst netip.AddrPort
+	// Ifindex is the interface it arrived on.
+	Ifindex int
+	// Multicast is set for a multicast or broadcast destination.
+	Multicast bool
+	// Socket is the receiving socket, Value the value attached to it.
+	Socket *demux.Socket[V]
+	Value  V
+
+	b *batch[V]
+}
+
+// Reply queues p to be sent back to r.Src, from r.Dst's address when r.Dst
+// is unicast (so a datagram sent to 127.0.0.2 is answered from 127.0.0.2)
+// and from the address routing picks for a multicast or broadcast one. The
+// reply leaves by the arrival interface when the addresses alone do not
+// determine it (multicast, broadcast, IPv6 link-local); otherwise routing
+// chooses, as it would for a kernel socket bound to r.Dst. p is copied;
+// the replies of a batch are sent together (sendmmsg) after its handlers
+// return. Reply must be called during the handler.
+func (r *Request[V]) Reply(p []byte) { r.b.queue(r, p) }
+
+// batch holds one reader's buffers, reused for every batch it reads.
+type batch[V any] struct {
+	l    *listener[V]
+	msgs []ipv4.Message
+	ds   []datagram
+	idx  []int // ds[j] is the datagram of msgs[idx[j]]
+	out  []*demux.Socket[V]
+	kind []kind
+	addr []datagram // addressing of msgs[i]
+
+	req     Request[V]
+	deliver func(*demux.Socket[V], V) bool // LookupMulticast's callback
+
+	replies []ipv4.Message
+	rbufs   [][]byte
+	nreply  int
+}
+
+type kind uint8
+
+const (
+	skip kind = iota
+	unicast
+	multicast
+)
+
+func newBatch[V any](l *listener[V]) *batch[V] {
+	n, size := l.s.opts.Batch, l.s.opts.MaxDatagram
+	var oob int
+	if l.p6 != nil {
+		oob = len(ipv6.NewControlMessage(ipv6.FlagDst | ipv6.FlagInterface))
+	} else {
+		oob = len(ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface))
+	}
+	oob += oobSpace
+	b := &batch[V]{
+		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n), idx: make([]int, 0, n),
+		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
+		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n),
+	}
+	for i := range b.msgs {
+		b.msgs[i].Buffers = [][]byte{make([]byte, size)}
+		b.msgs[i].OOB = make([]byte, oob)
+		b.rbufs[i] = make([]byte, 0, size)
+	}
+	b.req.b = b
+	b.deliver = func(s *demux.Socket[V], v V) bool {
+		b.req.Socket, b.req.Value = s, v
+		b.l.s.h(&b.req)
+		b.l.c.delivered.Add(1)
+		return true
+	}
+	return b
+}
+
+// handle looks up and delivers the n datagrams just read, in arrival
+// order, then sends the replies.
+func (b *batch[V]) handle(n int) {
+	l := b.l
+	l.c.received.Add(uint64(n))
+	b.ds, b.idx = b.ds[:0], b.idx[:0]
+	for i := range n {
+		b.kind[i] = b.parse(i)
+		if b.kind[i] == unicast {
+			b.ds = append(b.ds, b.addr[i])
+			b.idx = append(b.idx, i)
+		}
+	}
+	if len(b.ds) > 0 {
+		lookupBatch(l.s.t, b.ds, b.out)
+	}
+	j := 0
+	for i := range n {
+		m := &b.msgs[i]
+		r := &b.req
+		r.Payload = m.Buffers[0][:m.N]
+		r.Src, r.Dst, r.Ifindex = b.addr[i].Src, b.addr[i].Dst, b.addr[i].Ifindex
+		switch b.kind[i] {
+		case unicast:
+			s := b.out[j]
+			b.out[j] = nil
+			j++
+			if s == nil {
+				l.c.unmatched.Add(1)
+				continue
+			}
+			r.Multicast = false
+			b.deliver(s, s.Value())
+		case multicast:
+			r.Multicast = true
+			before := l.c.delivered.Load()
+			l.s.t.LookupMulticast(r.Src, r.Dst, r.Ifindex, b.deliver)
+			if l.c.delivered.Load() == before {
+				l.c.unmatchedMulti.Add(1)
+			}
+		}
+	}
+	b.req.Socket, b.req.Payload = nil, nil
+	b.flush()
+}
+
+// parse reads the addressing of msgs[i] into addr[i] and says how to
+// deliver it.
+func (b *batch[V]) parse(i int) kind {
+	l, m := b.l, &b.msgs[i]
+	oob := m.OOB[:m.NN]
+	if d, ok := rxqOverflow(oob); ok {
+		l.c.kernelDrops.Store(d)
+	}
+	if m.Flags&msgTrunc != 0 {
+		l.c.truncated.Add(1)
+		return skip
+	}
+	ua, ok := m.Addr.(*net.UDPAddr)
+	if !ok {
+		return skip
+	}
+	src := ua.AddrPort()
+	var dst net.IP
+	var ifindex int
+	if l.p6 != nil {
+		var cm ipv6.ControlMessage
+		if cm.Parse(oob) != nil {
+			return skip
+		}
+		dst, ifindex = cm.Dst, cm.IfIndex
+	} else {
+		var cm ipv4.ControlMessage
+		if cm.Parse(oob) != nil {
+			return skip
+		}
+		dst, ifindex = cm.Dst, cm.IfIndex
+		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	}
+	da, ok := netip.AddrFromSlice(dst)
+	if !ok {
+		return skip
+	}
+	if l.p6 == nil {
+		da = da.Unmap()
+	}
+	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(da, l.port), Ifindex: ifindex}
+	if da.IsMulticast() || (da.Is4() && l.s.isBroadcast(da, ifindex)) {
+		return multicast
+	}
+	return unicast
+}
+
+// queue copies p into the batch's replies to r.Src.
+func (b *batch[V]) queue(r *Request[V], p []byte) {
+	if b.nreply == len(b.replies) {
+		b.flush()
+	}
+	k := b.nreply
+	b.nreply++
+	buf := append(b.rbufs[k][:0], p...)
+	b.rbufs[k] = buf
+	var src netip.Addr
+	ifindex := 0
+	if r.Multicast {
+		ifindex = r.Ifindex
+	} else {
+		src = r.Dst.Addr()
+		if src.Is6() && (src.IsLinkLocalUnicast() || src.IsLinkLocalMulticast()) {
+			ifindex = r.Ifindex
+		}
+	}
+	b.replies[k] = ipv4.Message{
+		Buffers: [][]byte{buf},
+		OOB:     b.l.replyControl(src, ifindex),
+		Addr:    net.UDPAddrFromAddrPort(r.Src),
+	}
+}
+
+// flush sends the queued replies. A reply that fails is counted and
+// skipped.
+func (b *batch[V]) flush() {
+	ms := b.replies[:b.nreply]
+	for len(ms) > 0 {
+		n, err := b.l.writeBatch(ms)
+		n = max(n, 0) // x/net reports -1 with an error on the first message
+		b.l.c.replies.Add(uint64(n))
+		ms = ms[n:]
+		if err != nil {
+			b.l.c.replyErrors.Add(1)
+			ms = ms[min(1, len(ms)):]
+		}
+	}
+	b.nreply = 0
+}

@@ -1,0 +1,411 @@
+package serve_test
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/ipv4"
+
+	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/serve"
+)
+
+// The end-to-end test serves a table from kernel sockets on loopback,
+// sends datagrams from real client sockets, and checks that each one
+// reached exactly the socket that Table.Lookup picks for the same
+// addressing (the handler answers with the socket's value) and that each
+// reply came from the address the client sent to. Every read has a
+// deadline and every case a fixed number of datagrams, so it cannot hang.
+
+const readTimeout = 3 * time.Second
+
+// hit is what the handler saw of one datagram.
+type hit struct {
+	val      string
+	src, dst netip.AddrPort
+	ifindex  int
+	mcast    bool
+}
+
+// recorder is the handler: it records every delivery by payload and
+// replies "value|payload".
+type recorder struct {
+	mu   sync.Mutex
+	hits map[string][]hit
+}
+
+func newRecorder() *recorder { return &recorder{hits: map[string][]hit{}} }
+
+func (rc *recorder) handle(r *serve.Request[string]) {
+	p := string(r.Payload)
+	rc.mu.Lock()
+	rc.hits[p] = append(rc.hits[p], hit{r.Value, r.Src, r.Dst, r.Ifindex, r.Multicast})
+	rc.mu.Unlock()
+	r.Reply([]byte(r.Value + "|" + p))
+}
+
+func (rc *recorder) get(p string) []hit {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return slices.Clone(rc.hits[p])
+}
+
+// e2e is one served table and its clients.
+type e2e struct {
+	t    *testing.T
+	srv  *serve.Server[string]
+	tbl  *demux.Table[string]
+	rec  *recorder
+	lo   int // loopback's interface index
+	seq  int
+	sent int
+}
+
+func newE2E(t *testing.T, cfg demux.Config) *e2e {
+	lo, err := net.InterfaceByName("lo")
+	require.NoError(t, err)
+	rec := newRecorder()
+	srv, err := serve.New[string](cfg, rec.handle, serve.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Stop() })
+	return &e2e{t: t, srv: srv, tbl: srv.Table(), rec: rec, lo: lo.Index}
+}
+
+// client opens a client socket on addr (port 0: any).
+func (e *e2e) client(addr string) *net.UDPConn {
+	ap := netip.AddrPortFrom(netip.MustParseAddr(addr), 0)
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(ap))
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func (e *e2e) bind(o demux.Options, val string) *demux.Socket[string] {
+	s, err := e.tbl.Bind(o, val)
+	require.NoError(e.t, err, "bind %s", val)
+	return s
+}
+
+// exchange sends one datagram from c to dst and checks its delivery and
+// reply against the table's own answer; it returns the receiving value
+// ("" if none).
+func (e *e2e) exchange(c *net.UDPConn, dst netip.AddrPort) string {
+	t := e.t
+	e.seq++
+	e.sent++
+	payload := fmt.Sprintf("q%d", e.seq)
+	src := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+	want, _ := e.tbl.Lookup(src, dst, e.lo)
+	_, err := c.WriteToUDPAddrPort([]byte(payload), dst)
+	require.NoError(t, err)
+	if want == nil {
+		return ""
+	}
+	buf := make([]byte, 512)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(readTimeout)))
+	n, from, err := c.ReadFromUDPAddrPort(buf)
+	require.NoError(t, err, "no reply to %s from %v to %v (want socket %q)", payload, src, dst, want.Value())
+	from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	assert.Equal(t, dst, from, "reply to %s came from another address", payload)
+	assert.Equal(t, want.Value()+"|"+payload, string(buf[:n]), "%v -> %v", src, dst)
+	hs := e.rec.get(payload)
+	if assert.Len(t, hs, 1, "deliveries of %s", payload) {
+		assert.Equal(t, hit{want.Value(), src, dst, e.lo, false}, hs[0])
+	}
+	return want.Value()
+}
+
+// freePort binds a socket with port 0 in the table and returns its port,
+// retrying when the kernel holds the port the table chose.
+func (e *e2e) freePort(o demux.Options, val string) (*demux.Socket[string], uint16) {
+	for range 10 {
+		s, err := e.tbl.Bind(o, val)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			continue
+		}
+		require.NoError(e.t, err)
+		return s, s.LocalAddr().Port()
+	}
+	e.t.Fatal("no free port")
+	return nil, 0
+}
+
+func e2eConfigs() map[string]demux.Config {
+	return map[string]demux.Config{
+		"default":      {PortLow: 42000, PortHigh: 42999},
+		"256/twophase": {Slots: 256, Strategy: demux.TwoPhase, PortLow: 43000, PortHigh: 43999},
+	}
+}
+
+func TestEndToEnd(t *testing.T) {
+	for name, cfg := range e2eConfigs() {
+		t.Run(name, func(t *testing.T) {
+			e := newE2E(t, cfg)
+			ip := netip.MustParseAddr
+			// Port P: specific IPv4 sockets, a wildcard, an IPv6 one, a
+			// connected one and an SO_REUSEPORT group.
+			wild, p := e.freePort(demux.Options{Addr: ip("0.0.0.0"), ReuseAddr: true}, "wild4")
+			ap := func(a string) netip.AddrPort { return netip.AddrPortFrom(ip(a), p) }
+			spec2 := e.bind(demux.Options{Addr: ip("127.0.0.2"), Port: p, ReuseAddr: true}, "spec2")
+			e.bind(demux.Options{Addr: ip("127.0.0.3"), Port: p, ReuseAddr: true}, "spec3")
+			e.bind(demux.Options{Addr: ip("::1"), Port: p, ReuseAddr: true}, "spec6")
+			peer := e.client("127.0.0.9")
+			other := e.client("127.0.0.10")
+			conn := e.bind(demux.Options{Addr: ip("0.0.0.0"), Port: p, ReuseAddr: true}, "connected")
+			require.NoError(t, e.tbl.Connect(conn, peer.LocalAddr().(*net.UDPAddr).AddrPort(), ip("127.0.0.4")))
+			for i := range 4 {
+				e.bind(demux.Options{Addr: ip("127.0.0.6"), Port: p, ReusePort: true, ReuseAddr: true}, fmt.Sprint("group", i))
+			}
+			for _, c := range []struct {
+				from *net.UDPConn
+				to   string
+				want string
+			}{
+				{other, "127.0.0.2", "spec2"},
+				{other, "127.0.0.3", "spec3"},
+				{other, "127.0.0.5", "wild4"},
+				{other, "127.0.0.4", "wild4"},
+				{peer, "127.0.0.4", "connected"},
+				{peer, "127.0.0.2", "spec2"},
+			} {
+				assert.Equal(t, c.want, e.exchange(c.from, ap(c.to)), "to %s", c.to)
+			}
+			c6 := e.client("::1")
+			assert.Equal(t, "spec6", e.exchange(c6, ap("::1")))
+
+			// Every flow to the group reaches the member the table picks.
+			members := map[string]bool{}
+			for range 24 {
+				c := e.client("127.0.0.11")
+				for range 2 {
+					members[e.exchange(c, ap("127.0.0.6"))] = true
+				}
+			}
+			assert.GreaterOrEqual(t, len(members), 2, "flows spread over the group: %v", members)
+
+			// Port Q: a dual-stack wildcard.
+			_, q := e.freePort(demux.Options{Addr: ip("::")}, "dual")
+			assert.Equal(t, "dual", e.exchange(other, netip.AddrPortFrom(ip("127.0.0.7"), q)))
+			assert.Equal(t, "dual", e.exchange(c6, netip.AddrPortFrom(ip("::1"), q)))
+
+			// bind(0) on a specific address, then an IPv6-only wildcard.
+			s0, r := e.freePort(demux.Options{Addr: ip("127.0.0.8")}, "bind0")
+			assert.Equal(t, "bind0", e.exchange(other, netip.AddrPortFrom(ip("127.0.0.8"), r)))
+			e.bind(demux.Options{Addr: ip("::"), Port: r, V6Only: true}, "wild6")
+			assert.Equal(t, "wild6", e.exchange(c6, netip.AddrPortFrom(ip("::1"), r)))
+
+			// A close falls back to the wildcard.
+			require.NoError(t, e.tbl.Close(spec2))
+			assert.Equal(t, "wild4", e.exchange(other, ap("127.0.0.2")))
+
+			// Nothing receives: counted, not answered.
+			before := e.srv.Stats()
+			e.exchange(other, netip.AddrPortFrom(ip("127.0.0.9"), r))
+			waitFor(t, func() bool { return e.srv.Stats().Unmatched > before.Unmatched }, "the unmatched datagram is counted")
+
+			// Ports in use have kernel sockets; the last close of a port
+			// closes them.
+			assert.Equal(t, 3, e.srv.Stats().Ports)
+			require.NoError(t, e.tbl.Close(s0))
+			assert.Equal(t, 3, e.srv.Stats().Ports, "port r still has its IPv6 wildcard")
+			for s := range e.tbl.Sockets() {
+				if s.LocalAddr().Port() == r {
+					require.NoError(t, e.tbl.Close(s))
+				}
+			}
+			assert.Equal(t, 2, e.srv.Stats().Ports)
+			_ = wild
+
+			require.NoError(t, e.srv.Stop())
+			st := e.srv.Stats()
+			t.Logf("%d datagrams sent; stats %+v", e.sent, st)
+			assert.Equal(t, uint64(e.sent), st.Received)
+			assert.Equal(t, st.Received-st.Unmatched, st.Delivered)
+			assert.Equal(t, st.Delivered, st.Replies)
+			assert.Zero(t, st.ReplyErrors+st.ReadErrors+st.Truncated+st.KernelDrops)
+		})
+	}
+}
+
+func waitFor(t *testing.T, f func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(readTimeout)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestVetoWhenKernelPortBusy: a port another program holds cannot be
+// served, so the bind fails and the table stays as it was.
+func TestVetoWhenKernelPortBusy(t *testing.T) {
+	busy, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+	require.NoError(t, err)
+	defer busy.Close()
+	port := uint16(busy.LocalAddr().(*net.UDPAddr).Port)
+	e := newE2E(t, demux.Config{})
+	_, err = e.tbl.Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.1"), Port: port}, "x")
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	assert.Zero(t, e.tbl.Len())
+	assert.Zero(t, e.srv.Stats().Ports)
+}
+
+// TestStopLosesNoReadDatagram stops the server while a handler is busy
+// with a batch: every datagram of that batch is still handled and
+// answered.
+func TestStopLosesNoReadDatagram(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 64)
+	var mu sync.Mutex
+	handled := 0
+	srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+		entered <- struct{}{}
+		<-release
+		mu.Lock()
+		handled++
+		mu.Unlock()
+		r.Reply(r.Payload)
+	}, serve.Options{})
+	require.NoError(t, err)
+	var port uint16
+	for range 10 {
+		s, err := srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.1")}, "s")
+		if err == nil {
+			port = s.LocalAddr().Port()
+			break
+		}
+	}
+	require.NotZero(t, port)
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+	const n = 8
+	for i := range n {
+		_, err := c.WriteToUDPAddrPort([]byte(fmt.Sprint(i)), dst)
+		require.NoError(t, err)
+	}
+	select {
+	case <-entered:
+	case <-time.After(readTimeout):
+		t.Fatal("no datagram reached the handler")
+	}
+	// The datagrams were sent before the first was handled, so on
+	// loopback they are queued; some or all were read in this batch.
+	stopped := make(chan error)
+	go func() { stopped <- srv.Stop() }()
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(readTimeout):
+		t.Fatal("Stop did not return")
+	}
+	st := srv.Stats()
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Positive(t, st.Received)
+	assert.Equal(t, st.Received, uint64(handled), "every datagram read was handled")
+	assert.Equal(t, st.Received, st.Replies, "and answered")
+	got := 0
+	buf := make([]byte, 64)
+	for got < handled {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(readTimeout)))
+		if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
+			break
+		}
+		got++
+	}
+	assert.Equal(t, handled, got, "replies received")
+}
+
+// TestMulticastInNamespace sends a multicast datagram on a fresh network
+// namespace's loopback: every socket that LookupMulticast yields, and only
+// those, gets it. It needs root; in CI (which runs as root) it must run.
+func TestMulticastInNamespace(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root; this test must not skip there")
+		}
+		t.Skip("needs root for a network namespace")
+	}
+	// The test's goroutine never unlocks its thread: the thread, and the
+	// namespace with it, end when the test does, after its cleanups.
+	runtime.LockOSThread()
+	require.NoError(t, syscall.Unshare(syscall.CLONE_NEWNET), "unshare")
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "set", "lo", "multicast", "on"},
+		{"route", "add", "224.0.0.0/4", "dev", "lo"},
+	} {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+	}
+	multicastCase(t)
+}
+
+func multicastCase(t *testing.T) {
+	e := newE2E(t, demux.Config{PortLow: 44000, PortHigh: 44999})
+	ip := netip.MustParseAddr
+	group := ip("239.1.2.3")
+	_, p := e.freePort(demux.Options{Addr: ip("0.0.0.0"), ReuseAddr: true}, "wild")
+	e.bind(demux.Options{Addr: group, Port: p, ReuseAddr: true}, "group")
+	e.bind(demux.Options{Addr: ip("127.0.0.1"), Port: p, ReuseAddr: true}, "unicast")
+	e.bind(demux.Options{Addr: ip("::"), Port: p, ReuseAddr: true}, "dual")
+	e.bind(demux.Options{Addr: ip("0.0.0.0"), Port: p, ReuseAddr: true, Device: e.lo + 100}, "otherdev")
+	require.NoError(t, e.srv.JoinGroup(p, e.lo, group))
+
+	c := e.client("127.0.0.1")
+	pc := ipv4.NewPacketConn(c)
+	lo, err := net.InterfaceByIndex(e.lo)
+	require.NoError(t, err)
+	require.NoError(t, pc.SetMulticastInterface(lo))
+	require.NoError(t, pc.SetMulticastLoopback(true))
+	src := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	dst := netip.AddrPortFrom(group, p)
+	var want []string
+	e.tbl.LookupMulticast(src, dst, e.lo, func(s *demux.Socket[string], v string) bool {
+		want = append(want, v)
+		return true
+	})
+	slices.Sort(want)
+	require.Equal(t, []string{"dual", "group", "wild"}, want, "the table's receivers")
+	_, err = c.WriteToUDPAddrPort([]byte("m1"), dst)
+	require.NoError(t, err)
+	buf := make([]byte, 512)
+	var replies []string
+	for range want {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(readTimeout)))
+		n, from, err := c.ReadFromUDPAddrPort(buf)
+		require.NoError(t, err, "replies so far: %v", replies)
+		replies = append(replies, string(buf[:n]))
+		assert.True(t, from.Addr().Unmap().IsLoopback(), "a reply to a multicast datagram leaves from a unicast address: %v", from)
+	}
+	var got []string
+	for _, h := range e.rec.get("m1") {
+		got = append(got, h.val)
+		assert.True(t, h.mcast)
+		assert.Equal(t, dst, h.dst)
+	}
+	slices.Sort(got)
+	assert.Equal(t, want, got, "deliveries")
+	slices.Sort(replies)
+	assert.Equal(t, []string{"dual|m1", "group|m1", "wild|m1"}, replies)
+}

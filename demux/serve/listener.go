@@ -1,0 +1,135 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
+)
+
+// listener is one kernel socket, bound to the wildcard address of its
+// family and a port, and the reader goroutine that serves it.
+type listener[V any] struct {
+	s    *Server[V]
+	port uint16
+	conn *net.UDPConn
+	p4   *ipv4.PacketConn // one of p4 and p6 is set
+	p6   *ipv6.PacketConn
+	// closing is set when the port went out of use, stopping when the
+	// server stops: either makes a failed read the reader's last.
+	closing, stopping atomic.Bool
+	c                 counters
+}
+
+// counters are a listener's counts, written by its reader.
+type counters struct {
+	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
+	replies, replyErrors, readErrors                          atomic.Uint64
+	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
+}
+
+func (c *counters) addTo(st *Stats) {
+	st.Received += c.received.Load()
+	st.Delivered += c.delivered.Load()
+	st.Unmatched += c.unmatched.Load()
+	st.UnmatchedMulticast += c.unmatchedMulti.Load()
+	st.Truncated += c.truncated.Load()
+	st.Replies += c.replies.Load()
+	st.ReplyErrors += c.replyErrors.Load()
+	st.ReadErrors += c.readErrors.Load()
+	st.KernelDrops += uint64(c.kernelDrops.Load())
+}
+
+// listen opens the kernel socket of port for IPv4 or IPv6.
+func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
+	network, addr := "udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port)
+	if v6 {
+		network, addr = "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port)
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) { serr = setSockopts(int(fd), v6, s.opts.ReadBuffer) })
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
+	if err != nil {
+		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+	}
+	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn)}
+	if v6 {
+		l.p6 = ipv6.NewPacketConn(l.conn)
+		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
+	} else {
+		l.p4 = ipv4.NewPacketConn(l.conn)
+		err = l.p4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
+	}
+	if err != nil {
+		_ = l.conn.Close()
+		return nil, fmt.Errorf("kernel socket %v: packet info: %w", addr, err)
+	}
+	return l, nil
+}
+
+// readBatch reads up to len(ms) datagrams (recvmmsg).
+func (l *listener[V]) readBatch(ms []ipv4.Message) (int, error) {
+	if l.p6 != nil {
+		return l.p6.ReadBatch(ms, 0)
+	}
+	return l.p4.ReadBatch(ms, 0)
+}
+
+// writeBatch sends the messages (sendmmsg).
+func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
+	if l.p6 != nil {
+		return l.p6.WriteBatch(ms, 0)
+	}
+	return l.p4.WriteBatch(ms, 0)
+}
+
+// replyControl returns the control message that makes a datagram leave
+// from src (unless it is the zero Addr) and, if ifindex is not 0, out of
+// that interface.
+func (l *listener[V]) replyControl(src netip.Addr, ifindex int) []byte {
+	var ip net.IP
+	if src.IsValid() {
+		ip = src.Unmap().AsSlice()
+	}
+	if l.p6 != nil {
+		return (&ipv6.ControlMessage{Src: ip, IfIndex: ifindex}).Marshal()
+	}
+	return (&ipv4.ControlMessage{Src: ip, IfIndex: ifindex}).Marshal()
+}
+
+func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifindex int) (int, error) {
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	oob := l.replyControl(src, ifindex)
+	n, _, err := l.conn.WriteMsgUDPAddrPort(b, oob, to)
+	return n, err
+}
+
+// run reads and handles batches until the socket closes or the server
+// stops, then retires the listener.
+func (l *listener[V]) run() {
+	defer l.s.wg.Done()
+	defer l.s.retire(l)
+	b := newBatch(l)
+	for {
+		n, err := l.readBatch(b.msgs)
+		if err != nil {
+			if l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			l.c.readErrors.Add(1)
+			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
+			continue
+		}
+		b.handle(n)
+	}
+}

@@ -1,0 +1,297 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// Handler handles one datagram for one receiving socket. The Request and
+// its Payload are valid only during the call; Payload is shared by all
+// the receivers of a multicast datagram and must not be modified.
+type Handler[V any] func(r *Request[V])
+
+// Options tune a Server. The zero value is a good default.
+type Options struct {
+	// IPv4Only opens no IPv6 kernel sockets. (On a kernel without IPv6
+	// the server opens none anyway.)
+	IPv4Only bool
+	// Batch is the number of datagrams read (recvmmsg) and replies sent
+	// (sendmmsg) per system call; 0 means 32.
+	Batch int
+	// MaxDatagram is the largest payload read; a longer datagram is
+	// dropped and counted in Stats.Truncated. 0 means 2048.
+	MaxDatagram int
+	// ReadBuffer, if positive, sets the receive buffer of each kernel
+	// socket (SO_RCVBUF; with CAP_NET_ADMIN, SO_RCVBUFFORCE, so that it
+	// may exceed net.core.rmem_max). One kernel socket takes the datagrams
+	// of all the table's sockets on its port: size it for all of them.
+	ReadBuffer int
+	// Broadcast reports whether an IPv4 destination that arrived on
+	// ifindex is a broadcast address. nil means 255.255.255.255 and the
+	// directed broadcast addresses of the arrival interface, as read from
+	// the system at most once a second.
+	Broadcast func(dst netip.Addr, ifindex int) bool
+}
+
+// ErrStopped is the error of a bind on a new port after Stop.
+var ErrStopped = errors.New("server stopped")
+
+// Server serves a demux.Table from kernel UDP sockets. Its methods are safe
+// for concurrent use.
+type Server[V any] struct {
+	t     *demux.Table[V]
+	h     Handler[V]
+	opts  Options
+	bcast broadcastCache
+
+	mu      sync.Mutex
+	ports   map[uint16]*portSockets[V] // open kernel sockets
+	readers map[*listener[V]]struct{}  // listeners whose reader runs
+	retired Stats                      // counts of readers that ended
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// portSockets are the kernel sockets of one port.
+type portSockets[V any] struct{ v4, v6 *listener[V] }
+
+// New makes a table with cfg and a server for it that calls h for every
+// datagram the table's sockets receive. cfg.OnPort, if set, is called
+// after the server has opened (before it has closed) a port's kernel
+// sockets; its veto closes them again.
+func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
+	if h == nil {
+		return nil, errors.New("udpdemux: serve: nil handler")
+	}
+	if o.Batch <= 0 {
+		o.Batch = 32
+	}
+	if o.MaxDatagram <= 0 {
+		o.MaxDatagram = 2048
+	}
+	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	user := cfg.OnPort
+	cfg.OnPort = func(port uint16, inUse bool) error {
+		if !inUse {
+			s.closePort(port)
+			if user != nil {
+				_ = user(port, false)
+			}
+			return nil
+		}
+		if err := s.openPort(port); err != nil {
+			return err
+		}
+		if user != nil {
+			if err := user(port, true); err != nil {
+				s.closePort(port)
+				return err
+			}
+		}
+		return nil
+	}
+	t, err := demux.New[V](cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.t = t
+	return s, nil
+}
+
+// Table returns the served table. Bind on it to receive datagrams.
+func (s *Server[V]) Table() *demux.Table[V] { return s.t }
+
+// openPort opens port's kernel sockets and starts their readers. It runs
+// in the table's port hook.
+func (s *Server[V]) openPort(port uint16) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return ErrStopped
+	}
+	ps := &portSockets[V]{}
+	var err error
+	if ps.v4, err = s.listen(port, false); err != nil {
+		return err
+	}
+	if !s.opts.IPv4Only {
+		ps.v6, err = s.listen(port, true)
+		switch {
+		case errors.Is(err, syscall.EAFNOSUPPORT):
+			// A kernel without IPv6: serve IPv4 only.
+		case err != nil:
+			_ = ps.v4.conn.Close()
+			return err
+		}
+	}
+	s.ports[port] = ps
+	for _, l := range []*listener[V]{ps.v4, ps.v6} {
+		if l != nil {
+			s.readers[l] = struct{}{}
+			s.wg.Add(1)
+			go l.run()
+		}
+	}
+	return nil
+}
+
+// closePort closes port's kernel sockets. Their readers end after the
+// batch they are handling; datagrams still queued in the kernel are lost,
+// as they are when a socket is closed.
+func (s *Server[V]) closePort(port uint16) {
+	s.mu.Lock()
+	ps := s.ports[port]
+	delete(s.ports, port)
+	s.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	for _, l := range []*listener[V]{ps.v4, ps.v6} {
+		if l != nil {
+			l.closing.Store(true)
+			_ = l.conn.Close()
+		}
+	}
+}
+
+// retire adds the counts of l, whose reader ends, to the server's.
+func (s *Server[V]) retire(l *listener[V]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.readers, l)
+	l.c.addTo(&s.retired)
+}
+
+// Stop stops serving: every reader finishes the batch it is handling
+// (handlers are called and replies sent for every datagram already read),
+// then the kernel sockets are closed. Binds on ports not in use fail with
+// ErrStopped afterwards. Stop waits for the readers; a handler must not
+// call it.
+func (s *Server[V]) Stop() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	var ls []*listener[V]
+	for l := range s.readers {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.stopping.Store(true)
+		_ = l.conn.SetReadDeadline(time.Unix(1, 0)) // wakes a blocked read
+	}
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for port, ps := range s.ports {
+		for _, l := range []*listener[V]{ps.v4, ps.v6} {
+			if l != nil {
+				_ = l.conn.Close()
+			}
+		}
+		delete(s.ports, port)
+	}
+	return nil
+}
+
+// Stats counts what the server did. Counts of kernel sockets already
+// closed are included.
+type Stats struct {
+	// Ports is the number of ports with open kernel sockets.
+	Ports int
+	// Received counts datagrams read from the kernel sockets.
+	Received uint64
+	// Delivered counts handler calls (a multicast datagram makes one per
+	// receiving socket).
+	Delivered uint64
+	// Unmatched counts unicast datagrams that no socket receives. Linux
+	// would send an ICMP port unreachable for each; the server sends none.
+	Unmatched uint64
+	// UnmatchedMulticast counts multicast and broadcast datagrams that no
+	// socket receives (Linux drops them silently too).
+	UnmatchedMulticast uint64
+	// Truncated counts datagrams longer than Options.MaxDatagram, dropped.
+	Truncated uint64
+	// KernelDrops counts datagrams the kernel dropped because a kernel
+	// socket's receive queue was full (SO_RXQ_OVFL). It is updated when
+	// the socket next receives a datagram.
+	KernelDrops uint64
+	// Replies and ReplyErrors count replies sent and replies that failed.
+	Replies, ReplyErrors uint64
+	// ReadErrors counts failed reads other than those of closing.
+	ReadErrors uint64
+}
+
+// Stats returns the server's counts.
+func (s *Server[V]) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.retired
+	for l := range s.readers {
+		l.c.addTo(&st)
+	}
+	st.Ports = len(s.ports)
+	return st
+}
+
+// JoinGroup joins the multicast group on interface ifindex (0: the
+// system's choice) on the kernel socket of group's family for port, which
+// must be in use in the table. The membership ends when the port goes out
+// of use.
+func (s *Server[V]) JoinGroup(port uint16, ifindex int, group netip.Addr) error {
+	l, err := s.listenerFor(port, group)
+	if err != nil {
+		return err
+	}
+	var ifi *net.Interface
+	if ifindex != 0 {
+		if ifi, err = net.InterfaceByIndex(ifindex); err != nil {
+			return err
+		}
+	}
+	ga := &net.UDPAddr{IP: group.AsSlice()}
+	if l.p6 != nil {
+		return l.p6.JoinGroup(ifi, ga)
+	}
+	return l.p4.JoinGroup(ifi, ga)
+}
+
+// listenerFor returns the kernel socket of port for addresses of a's
+// family.
+func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.ports[port]
+	switch {
+	case ps == nil:
+		return nil, fmt.Errorf("udpdemux: port %d is not in use in the table", port)
+	case a.Unmap().Is4():
+		return ps.v4, nil
+	case ps.v6 == nil:
+		return nil, errors.New("udpdemux: no IPv6 kernel socket (IPv4Only)")
+	}
+	return ps.v6, nil
+}
+
+// WriteTo sends b to the address to from the port's kernel socket, with
+// source address from (the zero Addr leaves it to routing) and, if
+// ifindex is not 0, out of that interface. It is for datagrams that are
+// not replies; a handler replies with Request.Reply.
+func (s *Server[V]) WriteTo(b []byte, from netip.AddrPort, to netip.AddrPort, ifindex int) error {
+	l, err := s.listenerFor(from.Port(), to.Addr())
+	if err != nil {
+		return err
+	}
+	_, err = l.writeTo(b, from.Addr(), to, ifindex)
+	return err
+}
