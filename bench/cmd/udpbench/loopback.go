@@ -1,0 +1,262 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// The loopback scenario is the 2009 tester on real sockets: a sender
+// process sends datagrams to nsocks loopback addresses on one port, and
+// two receivers take them in turn — udpdemux through its kernel-socket
+// adapter (one wildcard kernel socket, the table picks the socket) and the
+// kernel itself (nsocks sockets, one per address, the kernel's UDP lookup
+// picks). Its own flags set one row; without -nsocks it runs the four rows.
+var (
+	lbNsocks   = flag.Int("nsocks", 0, "loopback scenario: sockets (addresses) of one row (default: the four rows 512, 128, 32, 8)")
+	lbNdgrams  = flag.Int("ndgrams", 2000, "loopback scenario: datagrams sent to each socket")
+	lbPayload  = flag.Int("payload", 64, "loopback scenario: payload bytes per datagram (at least 4)")
+	lbStrategy = flag.String("strategy", "hybrid", "loopback scenario: udpdemux lookup strategy (hybrid, one-phase, two-phase)")
+)
+
+// loopbackRows are the rows run without -nsocks: the sockets of the 2009
+// table's rows, from 512 down, each with -ndgrams datagrams per socket.
+var loopbackRows = []int{512, 128, 32, 8}
+
+const scLoopback scenarioID = "loopback"
+
+// Registration: the one place that ties the scenario to the runner.
+func init() {
+	register(scenario{id: scLoopback, order: 140, title: "Loopback: the 2009 tester on real sockets",
+		run: (*runner).loopback, goals: (*runner).loopbackGoals})
+}
+
+// Figures of the scenario: shapes of its ratioX keys.
+const (
+	lbVsKernel    = "received/s ÷ kernel's"
+	lbLookupShare = "lookup share of receiver CPU"
+)
+
+// lbResult is one receiver's run of one row.
+type lbResult struct {
+	sent       int
+	sendTime   time.Duration
+	got, wrong uint64
+	elapsed    time.Duration // from the first send to the last datagram received
+	cpu        time.Duration // this process's CPU time meanwhile: the receiver's
+	lookupNs   float64       // a lookup's cost, measured after the run (NaN: the kernel's)
+}
+
+func (r *runner) loopback() {
+	strategy, err := parseStrategy(*lbStrategy)
+	if err != nil {
+		r.fail("loopback: %v", err)
+		return
+	}
+	rows := loopbackRows
+	if *lbNsocks > 0 {
+		rows = []int{*lbNsocks}
+	}
+	ndgrams := *lbNdgrams
+	if r.c.quick {
+		ndgrams = min(ndgrams, 20)
+	}
+	where := "the host's loopback"
+	run := func(f func()) { f() }
+	if os.Geteuid() == 0 {
+		th, err := newNetnsThread()
+		if err != nil {
+			r.fail("loopback: a network namespace of its own: %v", err)
+			return
+		}
+		defer th.stop()
+		run, where = th.do, "the loopback of a network namespace of its own"
+	}
+	r.printf("A sender process sends %d datagrams of %d bytes to each of *nsocks* addresses 127.1.x.y on one port, "+
+		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Two receivers take them in turn: "+
+		"**udpdemux** through `demux/serve` (one wildcard kernel socket with the receive buffer of *nsocks* sockets, "+
+		"recvmmsg batches of 64, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
+		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Drops are datagrams sent but not received "+
+		"(on loopback, only a full receive queue loses them). CPU is this process's (getrusage), which runs only the "+
+		"receiver. Lookup share is the datagrams received times the cost of one lookup (in brackets: the table's "+
+		"LookupBatch per datagram on the run's datagrams, the fastest of three testing.Benchmark runs right after "+
+		"the run, warm caches), over that CPU time. On loopback the kernel's own receive path, its UDP socket lookup included, runs "+
+		"in the sender's softirq context, so neither receiver's CPU time contains it; udpdemux's contains its table's "+
+		"lookups. While the sender is the bottleneck, both receivers receive at its rate: compare CPU per datagram "+
+		"then. Every datagram's payload names "+
+		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
+		ndgrams, max(*lbPayload, 4), senderSockets, where, strategy)
+	dpsOf := map[string]float64{}
+	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
+		"received/s", "CPU/datagram", "lookup share")
+	for _, nsocks := range rows {
+		for _, recv := range []string{"udpdemux", "kernel"} {
+			r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
+			var res lbResult
+			var err error
+			run(func() { res, err = loopbackRun(recv, nsocks, ndgrams, *lbPayload, strategy) })
+			if err != nil {
+				r.fail("loopback %d × %d, %s: %v", nsocks, ndgrams, recv, err)
+				continue
+			}
+			if res.wrong > 0 {
+				r.fail("loopback %d × %d, %s: %d datagrams reached the wrong socket", nsocks, ndgrams, recv, res.wrong)
+			}
+			dps := float64(res.got) / res.elapsed.Seconds()
+			perDgram := float64(res.cpu.Nanoseconds()) / float64(max(res.got, 1))
+			share := "—"
+			k := key{scen: scLoopback, n: nsocks, target: recv}
+			if !math.IsNaN(res.lookupNs) {
+				sh := res.lookupNs * float64(res.got) / float64(res.cpu.Nanoseconds())
+				share = fmt.Sprintf("%.1f %% (%s)", 100*sh, fmtNs(res.lookupNs))
+				k.shape, k.m = lbLookupShare, ratioX
+				r.set(k, sh)
+			}
+			k.shape, k.m = "", wrongCount
+			r.set(k, float64(res.wrong))
+			dpsOf[recv] = dps
+			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(*lbPayload, 4)), recv,
+				fmtDur(res.sendTime), fmtInt(int(res.got)), fmtInt(res.sent-int(res.got)),
+				fmtInt(int(res.wrong)), fmtRate(dps), fmtNs(perDgram), share)
+		}
+		r.loopbackRatio(nsocks, dpsOf)
+		clear(dpsOf)
+	}
+	r.printf("%s\n", tb)
+}
+
+// loopbackRatio records the udpdemux ÷ kernel datagrams per second of a
+// row, once both receivers ran.
+func (r *runner) loopbackRatio(nsocks int, dpsOf map[string]float64) {
+	u, okU := dpsOf["udpdemux"]
+	k, okK := dpsOf["kernel"]
+	if okU && okK && k > 0 {
+		r.set(key{scen: scLoopback, n: nsocks, target: "udpdemux", shape: lbVsKernel, m: ratioX}, u/k)
+	}
+}
+
+func (r *runner) loopbackGoals() []goal {
+	top := loopbackRows[0]
+	k := key{scen: scLoopback, n: top, target: "udpdemux", m: ratioX}
+	k.shape = lbVsKernel
+	vs := r.val(k)
+	k.shape = lbLookupShare
+	share := r.val(k)
+	var wrong []place
+	for _, n := range loopbackRows {
+		for _, recv := range []string{"udpdemux", "kernel"} {
+			wrong = append(wrong, place{fmt.Sprintf("%d sockets, %s", n, recv),
+				r.val(key{scen: scLoopback, n: n, target: recv, m: wrongCount})})
+		}
+	}
+	pct := func(x float64) string { return fmt.Sprintf("%.1f %%", 100*x) }
+	count := func(x float64) string { return fmtInt(int(x)) }
+	return []goal{
+		limit(fmt.Sprintf("Loopback, %d sockets: udpdemux through the adapter receives at least as many datagrams per second as the kernel", top),
+			[]place{{"", vs}}, false, 1, fmtX),
+		limit(fmt.Sprintf("Loopback, %d sockets: the table's lookups under 5 %% of the receiver's CPU time", top),
+			[]place{{"", share}}, true, 0.05, pct),
+		limit("Loopback: no datagram delivered to the wrong socket (every row, both receivers)", wrong, true, 0, count),
+	}
+}
+
+func parseStrategy(s string) (demux.Strategy, error) {
+	for _, st := range []demux.Strategy{demux.Hybrid, demux.OnePhase, demux.TwoPhase} {
+		if st.String() == s {
+			return st, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown strategy %q (hybrid, one-phase, two-phase)", s)
+}
+
+// loopbackRun runs one row with one receiver.
+func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strategy) (lbResult, error) {
+	var res lbResult
+	port, err := freePort()
+	if err != nil {
+		return res, err
+	}
+	var rc receiver
+	if recv == "udpdemux" {
+		rc, err = newDemuxReceiver(nsocks, port, strategy)
+	} else {
+		rc, err = newKernelReceiver(nsocks, port)
+	}
+	if err != nil {
+		return res, err
+	}
+	defer rc.stop()
+	runtime.GC() // the receivers' setup garbage is not theirs to collect during the run
+	exe, err := os.Executable()
+	if err != nil {
+		return res, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d %d", senderEnv, nsocks, ndgrams, payload, port))
+	cmd.Stderr = os.Stderr
+	cpu0 := ownCPU()
+	out, err := cmd.Output()
+	if err != nil {
+		return res, fmt.Errorf("sender: %w", err)
+	}
+	exited := time.Now()
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return res, fmt.Errorf("sender said %q", out)
+	}
+	res.sent, _ = strconv.Atoi(f[0])
+	ns, _ := strconv.ParseInt(f[1], 10, 64)
+	res.sendTime = time.Duration(ns)
+	// Drain: wait until every datagram arrived or none came for 200 ms.
+	last, lastAt := uint64(0), time.Now()
+	for {
+		got, _ := rc.received()
+		if got != last {
+			last, lastAt = got, time.Now()
+		}
+		if got >= uint64(res.sent) || time.Since(lastAt) > 200*time.Millisecond {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	res.cpu = ownCPU() - cpu0
+	res.got, res.wrong = rc.received()
+	res.elapsed = res.sendTime + max(0, lastAt.Sub(exited))
+	res.lookupNs = rc.lookupCost(nsocks, port)
+	return res, nil
+}
+
+// freePort returns a UDP port that is free on every address now.
+func freePort() (int, error) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4zero})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
+}
+
+// ownCPU returns this process's user and system CPU time.
+func ownCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fmtDur formats a wall time in ms or s.
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%.0f ms", d.Seconds()*1e3)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
