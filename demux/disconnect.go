@@ -59,7 +59,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 		sk.BindSeq = t.seq.Add(1)
 	}
 	if wild {
-		sk.First4 = sock.Tuple{}
+		sk.First4 = nil
 	}
 	e.Seq = sk.BindSeq
 	t.replace(&h, s, old, e)

@@ -264,12 +264,13 @@ func (t *Table[V]) order(e, old *sock.Entry) {
 	if e.V4 != old.V4 || e.V6 != old.V6 {
 		sk.BindSeq = t.seq.Add(1)
 	}
-	now := sock.Tuple{Set: true, Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort}
-	if !sk.First4.Set {
-		now.Seq = t.seq.Add(1)
-		sk.First4 = now
+	now := sock.Tuple{Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort}
+	if sk.First4 == nil {
+		first := now
+		first.Seq = t.seq.Add(1)
+		sk.First4 = &first
 	}
-	if now.Seq = sk.First4.Seq; now == sk.First4 {
+	if now.Seq = sk.First4.Seq; now == *sk.First4 {
 		e.Flags |= sock.Hash4
 		e.Seq = sk.First4.Seq
 	} else {

@@ -205,14 +205,14 @@ type Socket struct {
 	// the socket's primary slot lock.
 	BindSeq uint64
 	// First4 is the 4-tuple the socket had when it first connected, where
-	// Linux's 4-tuple hash keeps it (a later connect does not move it).
-	// Guarded by the socket's primary slot lock.
-	First4 Tuple
+	// Linux's 4-tuple hash keeps it (a later connect does not move it); nil
+	// until then, so that a socket that never connects does not pay for
+	// it. Guarded by the socket's primary slot lock.
+	First4 *Tuple
 }
 
 // Tuple is a connected socket's 4-tuple, as the 4-tuple hash saw it.
 type Tuple struct {
-	Set                   bool
 	Local, Remote         Addr16
 	LocalPort, RemotePort uint16
 	Seq                   uint64 // order of the first connect
