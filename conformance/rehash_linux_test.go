@@ -44,13 +44,16 @@ type rnet struct {
 	sentAddr netip.AddrPort
 }
 
-func setupRnet() (*rnet, error) {
+// setupRnet makes the namespace. A bare one has no address but lo's
+// 127.0.0.1/8, and routes 10.0.0.0/24 and 2001:db8::/64 to d0, which has
+// none: routing finds no source address for them.
+func setupRnet(bare bool) (*rnet, error) {
 	th, err := startThread(true)
 	if err != nil {
 		return nil, err
 	}
 	n := &rnet{th: th}
-	th.do(func() { err = n.setup() })
+	th.do(func() { err = n.setup(bare) })
 	if err != nil {
 		th.stop()
 		return nil, err
@@ -58,8 +61,8 @@ func setupRnet() (*rnet, error) {
 	return n, nil
 }
 
-func (n *rnet) setup() error {
-	for _, args := range [][]string{
+func (n *rnet) setup(bare bool) error {
+	cmds := [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", "d0", "type", "veth", "peer", "name", "d1"},
 		{"link", "set", "d0", "up"},
@@ -67,9 +70,23 @@ func (n *rnet) setup() error {
 		{"addr", "add", "10.9.0.1/24", "brd", "+", "dev", "d0"},
 		{"-6", "addr", "add", "2001:db8::1/64", "dev", "d0", "nodad"},
 		{"-6", "addr", "add", "fe80::1/64", "dev", "d0", "nodad"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	if bare {
+		cmds = [][]string{
+			{"link", "set", "lo", "up"},
+			{"-6", "addr", "del", "::1/128", "dev", "lo"},
+			{"link", "add", "d0", "type", "veth", "peer", "name", "d1"},
+			{"link", "set", "d0", "addrgenmode", "none"},
+			{"link", "set", "d1", "addrgenmode", "none"},
+			{"link", "set", "d0", "up"},
+			{"link", "set", "d1", "up"},
+			{"route", "add", "10.0.0.0/24", "dev", "d0"},
+			{"-6", "route", "add", "2001:db8::/64", "dev", "d0"},
+		}
+	}
+	for _, args := range cmds {
+		if err := ipCmd(args...); err != nil {
+			return err
 		}
 	}
 	for name, p := range map[string]*int{"lo": &n.lo, "d0": &n.d0} {
@@ -93,6 +110,13 @@ func (n *rnet) setup() error {
 	n.sentAddr = sockname(n.sentRx)
 	n.sentTx, err = socket(false, 0)
 	return err
+}
+
+func ipCmd(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
 }
 
 // isLocal answers Config.IsLocal from the namespace's interfaces: their
@@ -154,13 +178,14 @@ func (n *rnet) close() {
 
 // rstep is one step of a scenario. Devices are named: "lo", "d0" or "".
 type rstep struct {
-	op   string // bind, connect, disconnect, setdev, send
+	op   string // bind, connect, disconnect, setdev, send, ip
 	sock string // the socket's name
 	bind demux.Options
 	dev  string
-	peer string // connect: the remote; send: the source
-	dst  string // send: the destination
-	want string // bind: "ok" or an errno name; send: the receiver or "none"
+	peer string   // connect: the remote; send: the source
+	dst  string   // send: the destination
+	want string   // bind, connect: "ok" or an errno name; send: the receiver or "none"
+	args []string // ip: the command's arguments
 }
 
 type rscenario struct {
@@ -186,7 +211,8 @@ func rb(name, addr string, port uint16, opts ...string) rstep {
 	return rstep{op: "bind", sock: name, bind: o, dev: dev, want: "ok"}
 }
 
-func rc(name, peer string) rstep                  { return rstep{op: "connect", sock: name, peer: peer} }
+func rc(name, peer string) rstep                  { return rstep{op: "connect", sock: name, peer: peer, want: "ok"} }
+func rip(args ...string) rstep                    { return rstep{op: "ip", args: args} }
 func rd(name string) rstep                        { return rstep{op: "disconnect", sock: name} }
 func rdev(name, dev string) rstep                 { return rstep{op: "setdev", sock: name, dev: dev} }
 func rs(src, dst, want string) rstep              { return rstep{op: "send", peer: src, dst: dst, want: want} }
@@ -246,6 +272,37 @@ var rehashScenarios = []rscenario{
 		rb("a", "fe80::1%d0", 5700), rdev("a", "lo"), rdev("a", "")),
 }
 
+// bareScenarios run in a bare namespace (see setupRnet), where routing
+// finds no source address for 10.0.0.0/24 or for IPv6 peers: a connect to
+// them keeps the wildcard, or fails. Each runs in a namespace of its own.
+var bareScenarios = []rscenario{
+	rscen("connect without a source keeps the wildcard",
+		rb("a", "0.0.0.0", 5100, "reuseaddr"), rc("a", "10.0.0.2:6000"),
+		rs("10.0.0.2:6000", "127.0.0.1:5100", "a"), rs("10.0.0.3:6000", "127.0.0.1:5100", "none"),
+		rb("w", "0.0.0.0", 5100, "reuseaddr"),
+		rs("10.0.0.2:6000", "127.0.0.1:5100", "a"), rs("10.0.0.3:6000", "127.0.0.1:5100", "w"),
+		rb("x", "127.0.0.1", 5100, "reuseaddr"), rs("10.0.0.2:6000", "127.0.0.1:5100", "x")),
+	rscen("connect without a source does not rehash",
+		rb("a", "0.0.0.0", 5101, "reuseaddr"), rb("w", "0.0.0.0", 5101, "reuseaddr"),
+		rc("w", "10.0.0.2:6000"), rc("a", "10.0.0.2:6000"), rs("10.0.0.2:6000", "127.0.0.1:5101", "w"),
+		rb("b1", "::", 5104, "reuseaddr"), rb("b2", "::", 5104, "reuseaddr"),
+		rc("b2", "[::ffff:10.0.0.2]:6000"), rc("b1", "[::ffff:10.0.0.2]:6000"),
+		rs("10.0.0.2:6000", "127.0.0.1:5104", "b2")),
+	rscen("a dual-stack socket keeps ::ffff:0.0.0.0, then cannot reach IPv6",
+		rb("b", "::", 5102), rc("b", "[::ffff:10.0.0.2]:6000"), rs("10.0.0.2:6000", "127.0.0.1:5102", "b"),
+		rcErr(rc("b", "[2001:db8::2]:6000"), "EAFNOSUPPORT"), rd("b")),
+	rscen("no IPv6 source: EADDRNOTAVAIL",
+		rb("c", "::", 5103, "v6only"), rcErr(rc("c", "[2001:db8::2]:6000"), "EADDRNOTAVAIL")),
+	rscen("the first connect with an address is the first connect",
+		rb("d", "0.0.0.0", 5200, "reuseaddr"), rc("d", "10.0.0.2:6000"),
+		rip("addr", "add", "10.0.0.9/32", "dev", "lo"), rip("route", "replace", "10.0.0.0/24", "dev", "d0", "src", "10.0.0.9"),
+		rb("e", "10.0.0.9", 5200, "reuseaddr", "lo"), rc("e", "10.0.0.2:6000"),
+		rs("10.0.0.2:6000", "10.0.0.9:5200", "e"),
+		rc("d", "10.0.0.2:6000"), rs("10.0.0.2:6000", "10.0.0.9:5200", "d")),
+}
+
+func rcErr(s rstep, errno string) rstep { s.want = errno; return s }
+
 // localScenario binds each address once, without IP_FREEBIND; the kernel's
 // answers are the scenario's.
 func localScenario() rscenario {
@@ -279,7 +336,7 @@ func TestKernelRehash(t *testing.T) {
 		}
 		t.Skip("kernel rehash checks skipped: they need root for a network namespace")
 	}
-	n, err := setupRnet()
+	n, err := setupRnet(false)
 	require.NoError(t, err)
 	defer n.close()
 	var isLocal func(netip.Addr, int) bool
@@ -293,6 +350,18 @@ func TestKernelRehash(t *testing.T) {
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				n.run(t, sc, tab)
+			}
+		})
+	}
+	for _, sc := range bareScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for _, cfg := range cfgs {
+				b, err := setupRnet(true)
+				require.NoError(t, err)
+				tab, err := demux.New[string](cfg)
+				require.NoError(t, err)
+				b.run(t, sc, tab)
+				b.close()
 			}
 		})
 	}
@@ -353,12 +422,24 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 					local = sockname(fds[st.sock])
 				}
 			})
-			require.NoError(t, kerr, where)
+			assert.Equal(t, st.want, errName(kerr), "%s: kernel", where)
+			// The table takes the source the kernel chose; where the
+			// kernel found none, the unspecified address says so.
 			src := local.Addr()
-			if !socks[st.sock].LocalAddr().Addr().Unmap().IsUnspecified() {
+			switch {
+			case kerr != nil && peer.Addr().Unmap().Is4():
+				src = netip.IPv4Unspecified()
+			case kerr != nil:
+				src = netip.IPv6Unspecified()
+			case !socks[st.sock].LocalAddr().Addr().Unmap().IsUnspecified():
 				src = netip.Addr{} // a specific socket keeps its address
 			}
-			require.NoError(t, socks[st.sock].Connect(peer, src), where)
+			err := socks[st.sock].Connect(peer, src)
+			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
+		case "ip":
+			var err error
+			n.th.do(func() { err = ipCmd(st.args...) })
+			require.NoError(t, err, where)
 		case "disconnect":
 			var kerr error
 			n.th.do(func() { kerr = disconnect(fds[st.sock]) })

@@ -146,8 +146,8 @@ func TestBadInput(t *testing.T) {
 		{"connect wildcard without source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
 			return tab.Connect(wild, peer, netip.Addr{})
 		}, syscall.EINVAL},
-		{"connect wildcard with wildcard source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
-			return tab.Connect(wild, peer, any4)
+		{"connect wildcard with the other family's unspecified source", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
+			return tab.Connect(wild, peer, netip.IPv6Unspecified())
 		}, syscall.EINVAL},
 		{"connect IPv4 socket to IPv6 peer", func(tab *demux.Table[int], wild, _, _ *demux.Socket[int]) error {
 			return tab.Connect(wild, netip.MustParseAddrPort("[2001:db8::1]:9"), lo4)

@@ -55,7 +55,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 		return nil // unconnected and unbound to a device: nothing changes
 	}
 	sk := e.Sock
-	if e.V4 != old.V4 || e.V6 != old.V6 {
+	if e.Key() != old.Key() {
 		sk.BindSeq = t.seq.Add(1)
 	}
 	if wild {

@@ -187,9 +187,16 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 // local, the source address routing chose for remote (the table has no
 // routing table), as its local address, and counts as the most recently
 // bound socket for ties; for a socket bound to a specific address, local
-// must be the zero Addr or that address. Connecting again changes the peer.
-// Errors wrap syscall.EBADF for a closed socket, and EINVAL, EAFNOSUPPORT or
-// ENETUNREACH as Linux's connect returns them; the table is then unchanged.
+// must be the zero Addr or that address. When routing finds no source
+// address (a device without an address of the peer's family), pass the
+// unspecified address (0.0.0.0, or "::" for an IPv6 peer): as in Linux, a
+// connect to an IPv4 peer then keeps the wildcard, and the socket receives
+// its peer's datagrams to any address, without the 4-tuple precedence of
+// connected sockets until a connect gives it a source address; a connect
+// to an IPv6 peer fails with EADDRNOTAVAIL. Connecting again changes the
+// peer. Errors wrap syscall.EBADF for a closed socket, and EINVAL,
+// EAFNOSUPPORT, ENETUNREACH or EADDRNOTAVAIL as Linux's connect returns
+// them; the table is then unchanged.
 func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
 	var h held
 	old, err := t.lockOpen(&h, s, "connect")
@@ -254,29 +261,34 @@ func (t *Table[V]) replace(h *held, s *Socket[V], old, e *sock.Entry) {
 }
 
 // order sets e's tie-break order and its Hash4 flag after a connect that
-// replaces old. A connect that changes the local address rehashes the
-// socket, which makes it the most recently bound. The first connect also
-// puts the socket in Linux's 4-tuple hash, where later connects leave it:
-// the entry keeps 4-tuple precedence while its 4-tuple is that one.
-// The caller holds the socket's primary slot lock.
+// replaces old. A connect that changes the local address's hash key
+// rehashes the socket, which makes it the most recently bound (one that
+// keeps a wildcard, "::" becoming ::ffff:0.0.0.0, stays where it was). The
+// first connect with a source address also puts the socket in Linux's
+// 4-tuple hash, where later connects leave it: the entry keeps 4-tuple
+// precedence while its 4-tuple is that one. The caller holds the socket's
+// primary slot lock.
 func (t *Table[V]) order(e, old *sock.Entry) {
 	sk := e.Sock
-	if e.V4 != old.V4 || e.V6 != old.V6 {
+	if e.Key() != old.Key() {
 		sk.BindSeq = t.seq.Add(1)
 	}
 	now := sock.Tuple{Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort}
-	if sk.First4 == nil {
+	// A socket that kept its wildcard is not in the 4-tuple hash.
+	if sk.First4 == nil && !e.IsWild() {
 		first := now
 		first.Seq = t.seq.Add(1)
 		sk.First4 = &first
 	}
-	if now.Seq = sk.First4.Seq; now == *sk.First4 {
-		e.Flags |= sock.Hash4
-		e.Seq = sk.First4.Seq
-	} else {
-		e.Flags &^= sock.Hash4
-		e.Seq = sk.BindSeq
+	if f := sk.First4; f != nil {
+		if now.Seq = f.Seq; now == *f {
+			e.Flags |= sock.Hash4
+			e.Seq = f.Seq
+			return
+		}
 	}
+	e.Flags &^= sock.Hash4
+	e.Seq = sk.BindSeq
 }
 
 // rehash replaces old by e in the secondary table, moving it to another

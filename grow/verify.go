@@ -129,7 +129,7 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 	kh := g.hashAddr(key)
 	var hd heads
 	var ok bool
-	if e.Has(sock.Connected) {
+	if inConns(e) {
 		hd, ok = g.conns.Get(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort),
 			connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort})
 	} else {

@@ -153,11 +153,17 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 	return out
 }
 
-// update runs f on e's key in its index (conns if connected, else addrs).
+// inConns reports whether e belongs in the 4-tuple index: connected, with
+// an address. A socket that connected without a source address (routing
+// found none) keeps its wildcard, and lookups find it in the address
+// index under the wildcard, where its score checks the peer.
+func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
+
+// update runs f on e's key in its index (conns if inConns, else addrs).
 func (g *Engine) update(e *sock.Entry, f func(heads) heads) {
 	key := e.Key()
 	kh := g.hashAddr(key)
-	if e.Has(sock.Connected) {
+	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
 		h := g.connHash(kh, hash2Remote(g, e.Remote), e.Port, e.RemotePort)
 		g.conns.Update(h, k, func(old heads, _ bool) (heads, bool) {

@@ -30,9 +30,12 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	if err != nil {
 		return l, Peer{}, err
 	}
-	if src.IsValid() {
-		// The source's zone, if any, must name the socket's interface,
-		// and a link-local source binds it as a link-local peer does.
+	// The source's zone, if any, must name the socket's interface, and a
+	// link-local source binds it as a link-local peer does. A socket bound
+	// to a specific address has its source already, which needs no
+	// interface: Linux connects one bound to fe80::1 whose device a
+	// disconnect or SO_BINDTODEVICE removed.
+	if src.IsValid() && (l.IsWild() || src.Zone() != "") {
 		sdev, err := scopeOf(src, max(dev, p.Device), zi)
 		if err != nil {
 			return l, Peer{}, err
@@ -88,7 +91,10 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 
 // connectedLocal returns the local side of the socket whose local side is
 // l after it connects to the validated peer p, with src (without zone) the
-// source address routing chose.
+// source address routing chose. An unspecified src (0.0.0.0,
+// ::ffff:0.0.0.0, or "::" for an IPv6 peer) on a wildcard l says that
+// routing found none: l stays a wildcard for an IPv4 peer, and an IPv6
+// peer fails with EADDRNOTAVAIL, as in Linux.
 func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 	pa := p.AP.Addr()
 	v4peer := p.Addr.IsMapped()
@@ -110,8 +116,25 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		}
 		return n, nil
 	}
-	if !src.IsValid() || src.Unmap().IsUnspecified() {
+	if !src.IsValid() {
 		return l, fmt.Errorf("a wildcard socket needs the local source address routing chose: %w", syscall.EINVAL)
+	}
+	if u := src.Unmap(); u.IsUnspecified() {
+		// Routing found no source address, as for a device without an
+		// address of the peer's family. Linux then connects an IPv4 peer
+		// and keeps the wildcard (a dual-stack socket's shows as
+		// ::ffff:0.0.0.0); an IPv6 connect fails.
+		switch {
+		case u.Is4() != v4peer:
+			return l, fmt.Errorf("source %v for peer %v: %w", src, pa, syscall.EINVAL)
+		case !v4peer:
+			return l, fmt.Errorf("no IPv6 source address for %v: %w", pa, syscall.EADDRNOTAVAIL)
+		}
+		n := l
+		n.V4 = 0
+		n.V6 = sock.Map4(0)
+		n.Flags &^= sock.HasV6
+		return n, nil
 	}
 	// Routing never chooses a multicast or broadcast source.
 	if u := src.Unmap(); u.IsMulticast() || u == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {

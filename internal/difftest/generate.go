@@ -137,6 +137,12 @@ func (g *Generator) next(i int) Op {
 	case len(open) > 0 && x < closeP+0.17:
 		bi := pick(g, open)
 		return g.connect(bi, live[g.r.ids[bi]])
+	case len(open) > 0 && x < closeP+0.21:
+		return Op{Kind: Disconnect, Ref: pick(g, open)}
+	case len(open) > 0 && x < closeP+0.23:
+		return Op{Kind: SetDevice, Ref: pick(g, open), Ifindex: g.rng.IntN(3)}
+	case len(closed) > 0 && x < closeP+0.235:
+		return Op{Kind: pick(g, []Kind{Disconnect, SetDevice}), Ref: pick(g, closed), Ifindex: 1} // EBADF
 	case x < 0.45:
 		return Op{Kind: Bind, Opts: g.options(pick(g, ports))}
 	case x < 0.55:
@@ -208,9 +214,20 @@ func (g *Generator) connect(bi int, s model.Socket) Op {
 		o.Remote = pick(g, badRemotes)
 	}
 	switch {
-	case wild && g.chance(0.08):
-		// Missing or unspecified local: EINVAL.
-		o.Local = pick(g, []netip.Addr{{}, netip.IPv4Unspecified(), netip.IPv6Unspecified()})
+	case wild && g.chance(0.15):
+		// Missing local: EINVAL. Unspecified: routing found no source,
+		// which keeps the wildcard for an IPv4 peer (EADDRNOTAVAIL for an
+		// IPv6 one, EINVAL for the other family's).
+		o.Local = pick(g, []netip.Addr{{}, netip.IPv4Unspecified(), netip.IPv6Unspecified(), netip.AddrFrom16(netip.IPv4Unspecified().As16())})
+		if g.chance(0.5) { // the peer's family, as routing would say it
+			o.Local = netip.IPv6Unspecified()
+			if peer4 {
+				o.Local = netip.IPv4Unspecified()
+			}
+		}
+	case wild && !peer4 && g.chance(0.15):
+		// No IPv6 source at all: EADDRNOTAVAIL.
+		o.Local = netip.IPv6Unspecified()
 	case wild && peer4:
 		o.Local = pick(g, locals4)
 		if !is4 && g.chance(0.5) {

@@ -15,12 +15,17 @@ type Kind uint8
 
 // The kinds of op, each a call of the table (and the model's counterpart).
 const (
-	Bind      Kind = iota // Table.Bind
-	Connect               // Table.Connect
-	Close                 // Table.Close
-	Lookup                // Table.Lookup
-	Multicast             // Table.LookupMulticast
+	Bind       Kind = iota // Table.Bind
+	Connect                // Table.Connect
+	Close                  // Table.Close
+	Lookup                 // Table.Lookup
+	Multicast              // Table.LookupMulticast
+	Disconnect             // Table.Disconnect
+	SetDevice              // Table.SetDevice, to interface Ifindex
 )
+
+// hasRef reports whether ops of kind k name their socket by Ref.
+func (k Kind) hasRef() bool { return k == Connect || k == Close || k == Disconnect || k == SetDevice }
 
 // Op is one step of a sequence. Connect and close name their socket by the
 // index of the bind op that made it, so that a shrunk sequence still makes
@@ -28,12 +33,12 @@ const (
 type Op struct {
 	Kind    Kind
 	Opts    demux.Options  // Bind; Port 0 is bind(0)
-	Ref     int            // Connect, Close: index of the bind op
+	Ref     int            // Connect, Close, Disconnect, SetDevice: index of the bind op
 	Remote  netip.AddrPort // Connect
 	Local   netip.Addr     // Connect
 	Src     netip.AddrPort // Lookup, Multicast
 	Dst     netip.AddrPort
-	Ifindex int
+	Ifindex int // Lookup, Multicast; SetDevice: the device
 	// Port0 is the port the table chose for a bind(0) in the original
 	// run; shrinking turns such binds into explicit ones, to replay
 	// deterministically.
@@ -67,6 +72,10 @@ func (o Op) String() string {
 		return fmt.Sprintf("Connect(sock of op %d, remote %v, local %v)", o.Ref, o.Remote, o.Local)
 	case Close:
 		return fmt.Sprintf("Close(sock of op %d)", o.Ref)
+	case Disconnect:
+		return fmt.Sprintf("Disconnect(sock of op %d)", o.Ref)
+	case SetDevice:
+		return fmt.Sprintf("SetDevice(sock of op %d, %d)", o.Ref, o.Ifindex)
 	case Lookup:
 		return fmt.Sprintf("Lookup(%v -> %v, if %d)", o.Src, o.Dst, o.Ifindex)
 	default:

@@ -102,23 +102,35 @@ func (r *Runner) Step(i int, o Op) error {
 		r.socks[id] = s
 		r.open[id] = s
 		r.bindOp[id] = i
-	case Connect, Close:
+	case Connect, Close, Disconnect, SetDevice:
 		id, ok := r.ids[o.Ref]
 		if !ok {
 			return nil // its bind failed or was shrunk away
 		}
 		s := r.socks[id]
+		wasConnected := s.Connected()
 		var err, merr error
-		if o.Kind == Connect {
+		switch o.Kind {
+		case Connect:
 			err, merr = r.tbl.Connect(s, o.Remote, o.Local), r.m.Connect(id, o.Remote, o.Local)
-		} else {
+		case Disconnect:
+			err, merr = r.tbl.Disconnect(s), r.m.Disconnect(id)
+		case SetDevice:
+			err, merr = r.tbl.SetDevice(s, o.Ifindex), r.m.SetDevice(id, o.Ifindex)
+		default:
 			err, merr = r.tbl.Close(s), r.m.Close(id)
 			if err == nil {
 				delete(r.open, id)
 			}
 		}
-		kind := map[Kind]string{Connect: "connect", Close: "close"}[o.Kind]
+		kind := map[Kind]string{Connect: "connect", Close: "close", Disconnect: "disconnect", SetDevice: "setdevice"}[o.Kind]
 		r.seen[kind+" "+errnoName(Errno(merr))]++
+		if merr == nil && o.Kind == Connect && o.Local.IsValid() && o.Local.Unmap().IsUnspecified() {
+			r.seen["connect kept wildcard"]++
+		}
+		if merr == nil && o.Kind == Disconnect && wasConnected && s.Options().Addr.IsUnspecified() {
+			r.seen["disconnect restored wildcard"]++
+		}
 		if Errno(err) != Errno(merr) {
 			return mismatchf(kind, "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
 		}
@@ -248,6 +260,7 @@ func (r *Runner) Unseen() []string {
 		"bind(0) ok", "bind(0) " + errnoName(syscall.EADDRINUSE), "bind(0) " + errnoName(syscall.EINVAL),
 		"connect ok", "connect " + errnoName(syscall.EINVAL), "connect " + errnoName(syscall.EAFNOSUPPORT),
 		"connect " + errnoName(syscall.ENETUNREACH), "connect " + errnoName(syscall.EBADF),
+		"disconnect ok", "setdevice ok",
 		"close ok", "close " + errnoName(syscall.EBADF),
 		"lookup hit", "lookup hit wildcard", "lookup hit ReusePort", "lookup hit connected",
 		"lookup miss", "multicast several",

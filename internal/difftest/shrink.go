@@ -15,7 +15,7 @@ func without(ops []Op, drop func(i int) bool) []Op {
 		if drop(i) {
 			continue
 		}
-		if o.Kind == Connect || o.Kind == Close {
+		if o.Kind.hasRef() {
 			ni, ok := newIdx[o.Ref]
 			if !ok {
 				continue
@@ -58,7 +58,7 @@ func Shrink(c Config, seed uint64, ops []Op, kind string) []Op {
 		ops = fixed
 	}
 	// Whole kinds of ops first: most are lookups that change nothing.
-	for _, k := range []Kind{Lookup, Multicast, Close, Connect} {
+	for _, k := range []Kind{Lookup, Multicast, Close, Connect, Disconnect, SetDevice} {
 		try(func(i int) bool { return ops[i].Kind == k })
 	}
 	for chunk := len(ops) / 2; chunk >= 1 && time.Now().Before(deadline); {

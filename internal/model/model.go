@@ -127,6 +127,9 @@ type socket struct {
 	// entry goes to the most recently hashed match, before any scoring.
 	hash4                   int
 	hash4Local, hash4Remote netip.AddrPort
+	// bound and boundV4 are addr and v4 as bound, which a disconnect
+	// restores to a socket bound to a wildcard.
+	bound, boundV4 netip.Addr
 }
 
 var (
@@ -222,7 +225,20 @@ func newSocket(o demux.Options) (*socket, error) {
 		s.v4 = placeholder
 		s.v6only = true
 	}
+	s.bound, s.boundV4 = s.addr, s.v4
 	return s, nil
+}
+
+// hashKey is the address a socket is hashed under for the order of ties:
+// "::" as 0.0.0.0, a v4-mapped address as its IPv4 address. A change of
+// address that keeps the key (a dual-stack wildcard that connects to an
+// IPv4 peer without a source address becomes ::ffff:0.0.0.0) does not
+// rehash the socket.
+func hashKey(a netip.Addr) netip.Addr {
+	if a == any6 {
+		return any4
+	}
+	return a.Unmap()
 }
 
 // overlap reports whether the addresses of a new socket n and a bound socket
@@ -510,17 +526,79 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	if c.peer4 && s.v6 {
 		s.v4peer = c.remote.Addr().Unmap()
 	}
-	if s.hash4 == 0 {
+	// A socket that keeps its wildcard (routing found no source) is not
+	// in Linux's 4-tuple hash; its first connect with an address is.
+	if s.hash4 == 0 && !c.addr.Unmap().IsUnspecified() {
 		m.connects++
 		s.hash4 = m.connects
 		s.hash4Local = normalize(netip.AddrPortFrom(c.addr, s.port))
 		s.hash4Remote = normalize(s.remote)
 	}
 	if c.addr != s.addr {
+		if hashKey(c.addr) != hashKey(s.addr) {
+			// Rehashed: newest for ties.
+			m.socks = append(slices.Delete(m.socks, i, i+1), s)
+		}
 		s.addr, s.v4 = c.addr, c.v4
-		// Rehashed: newest for ties.
+	}
+	return nil
+}
+
+// Disconnect returns socket id to unconnected, as connect with AF_UNSPEC
+// does in Linux 6.18 (checked with real sockets): the peer is forgotten
+// and the device unbound (one that SO_BINDTODEVICE or a zone bound too).
+// A socket bound to 0.0.0.0 or "::" gets that address back, is rehashed
+// (newest for ties) and leaves the 4-tuple hash; one bound to a specific
+// address (::ffff:0.0.0.0 included) keeps its address, its place and its
+// first 4-tuple. An SO_REUSEPORT socket joins its group again, as the last
+// member. Unlike Linux, which unbinds the port of a socket that bind(0)
+// gave one, the socket keeps its port. A closed id is EBADF.
+func (m *Model) Disconnect(id int) error {
+	i, s := m.find(id)
+	if s == nil {
+		return errno(syscall.EBADF, "socket %d is closed", id)
+	}
+	wild := s.bound == any4 || s.bound == any6
+	addr, v4 := s.addr, s.v4
+	if wild {
+		addr, v4 = s.bound, s.boundV4
+	}
+	if !s.remote.IsValid() && s.device == 0 && addr == s.addr {
+		return nil // nothing changes, not even the group's order
+	}
+	m.leave(s)
+	s.remote, s.v4peer, s.device = netip.AddrPort{}, netip.Addr{}, 0
+	if wild {
+		s.hash4, s.hash4Local, s.hash4Remote = 0, netip.AddrPort{}, netip.AddrPort{}
+	}
+	if hashKey(addr) != hashKey(s.addr) {
 		m.socks = append(slices.Delete(m.socks, i, i+1), s)
 	}
+	s.addr, s.v4 = addr, v4
+	m.join(s)
+	return nil
+}
+
+// SetDevice binds socket id to interface dev (0: none) after bind, as
+// SO_BINDTODEVICE does in Linux 6.18: no conflict check, the socket keeps
+// its place, peer and 4-tuple. An SO_REUSEPORT socket moves to the group of
+// its new device, as the last member (Linux only detaches it; udpdemux
+// keeps every such socket in the group of its key). A closed id is EBADF,
+// a negative dev EINVAL.
+func (m *Model) SetDevice(id, dev int) error {
+	_, s := m.find(id)
+	if s == nil {
+		return errno(syscall.EBADF, "socket %d is closed", id)
+	}
+	if dev < 0 {
+		return errno(syscall.EINVAL, "negative device %d", dev)
+	}
+	if dev == s.device {
+		return nil
+	}
+	m.leave(s)
+	s.device = dev
+	m.join(s)
 	return nil
 }
 
@@ -622,8 +700,22 @@ func (s *socket) connectedLocal(remote netip.AddrPort, peer4 bool, local netip.A
 			}
 		}
 		return s.addr, s.v4, nil
-	case !local.IsValid() || local.Unmap().IsUnspecified():
+	case !local.IsValid():
 		return addr, v4, errno(syscall.EINVAL, "wildcard socket needs a local address, got %v", local)
+	case local.Unmap().IsUnspecified():
+		// Routing found no source (checked on Linux 6.18 with a device
+		// without an IPv4 address): an IPv4 connect keeps the wildcard,
+		// which a dual-stack socket then shows as ::ffff:0.0.0.0; with
+		// no IPv6 source an IPv6 connect fails.
+		switch {
+		case localV4 != peer4:
+			return addr, v4, errno(syscall.EINVAL, "local %v for remote %v", local, remote)
+		case !peer4:
+			return addr, v4, errno(syscall.EADDRNOTAVAIL, "no IPv6 source for %v", remote)
+		case s.v6:
+			return mappedAny, any4, nil
+		}
+		return any4, any4, nil
 	case !s.v6:
 		if !local.Is4() {
 			return addr, v4, errno(syscall.EINVAL, "local %v on IPv4 socket", local)
@@ -729,10 +821,12 @@ func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	src, dst = normalize(src), normalize(dst)
 	// First the 4-tuple precedence of connected sockets (Linux's hash4):
 	// the most recently first-connected socket whose first-connect
-	// 4-tuple is this datagram's and that still matches it.
+	// 4-tuple is this datagram's and that is connected (a disconnected
+	// socket keeps its first 4-tuple, but Linux matches the current one)
+	// and still matches it.
 	var conn *socket
 	for _, s := range m.socks {
-		if s.hash4 == 0 || s.hash4Local != dst || s.hash4Remote != src {
+		if s.hash4 == 0 || !s.remote.IsValid() || s.hash4Local != dst || s.hash4Remote != src {
 			continue
 		}
 		if ok, _ := match(s, src, dst, ifindex); ok && (conn == nil || s.hash4 > conn.hash4) {
