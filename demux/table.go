@@ -218,9 +218,13 @@ func isNil(src mrand.Source) bool {
 // Len returns the number of bound sockets.
 func (t *Table[V]) Len() int { return int(t.n.Load()) }
 
-// ReusePortIndex returns which member, counted from 0 in join order, of an
-// n-member SO_REUSEPORT group receives the datagrams of the flow src → dst.
-// It returns 0 when n < 1 or dst is not deliverable.
+// ReusePortIndex returns which member, counted from 0 in the group's order
+// (see Group), of an n-member SO_REUSEPORT group without a selector
+// receives the datagrams of the flow src → dst, by the flow hash alone. It
+// returns 0 when n < 1 or dst is not deliverable. It is for models that
+// keep their own groups; a program asks a socket's group instead
+// (Socket.Group, then Group.Pick), which needs neither n nor the order and
+// counts the selector.
 func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
 	var q lookup.Query
 	ok := q.Init(src, dst, 0)
