@@ -158,8 +158,8 @@ func TestKernelConformance(t *testing.T) {
 		})
 	}
 	t.Logf("total: %v", total)
-	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects and %d datagrams compared",
-		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.sends))
+	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects and %d datagrams compared; %s",
+		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.sends, e.probeNote()))
 }
 
 // summary logs line and, when UDPDEMUX_CONFORMANCE_SUMMARY names a file,

@@ -136,6 +136,8 @@ type env struct {
 
 	// Setup notes for the log.
 	notes []string
+	// Probe datagrams sent, that came after their sentinel, and resent.
+	probeSent, probeLate, probeResent int
 }
 
 const (
@@ -398,7 +400,7 @@ func (e *env) probeArrival() error {
 	for _, d := range e.devs {
 		fmt.Fprintf(&b, " %s=%d", d.name, d.ifindex)
 	}
-	e.notes = append(e.notes, "devices:"+b.String())
+	e.notes = append(e.notes, "devices:"+b.String(), e.probeNote())
 	return nil
 }
 
@@ -420,8 +422,15 @@ func probeOne(e *env, from *peer, fds []int, dst netip.Addr, di uint64) (int, er
 		if err := e.send(from.fd, netip.AddrPortFrom(dst, e.probe), payload); err != nil {
 			return -1, err
 		}
+		e.probeSent++
+		if attempt > 0 {
+			e.probeResent++
+		}
 		got := -1
-		for deadline := time.Now().Add(probeWait); got < 0 && time.Now().Before(deadline); {
+		for deadline, sweep := time.Now().Add(probeWait), 0; got < 0 && time.Now().Before(deadline); sweep++ {
+			if sweep == 1 {
+				e.probeLate++
+			}
 			for i, fd := range fds {
 				for {
 					p, ok := recvPayload(fd)
@@ -447,6 +456,12 @@ func probeOne(e *env, from *peer, fds []int, dst netip.Addr, di uint64) (int, er
 	}
 	return -1, fmt.Errorf("probe: none of %d datagrams from %v to %v arrived on any device within %v",
 		probeAttempts, from.addr, dst, probeWait)
+}
+
+// probeNote says how the setup probe went: how many datagrams came late,
+// or had to be sent again.
+func (e *env) probeNote() string {
+	return fmt.Sprintf("setup probe: %d datagrams, %d came after their sentinel, %d resent", e.probeSent, e.probeLate, e.probeResent)
 }
 
 // mustSetup builds the test network, or ends the test: with a failure when

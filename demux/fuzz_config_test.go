@@ -86,11 +86,6 @@ func (r *bytesReader) port() uint16 {
 	return r.u16() % 8
 }
 
-// constSource is a random source that always returns the same value.
-type constSource uint64
-
-func (c constSource) Uint64() uint64 { return uint64(c) }
-
 // source decodes Config.Rand: nil, a seeded generator, or a broken one
 // (constant, or a typed nil).
 func (r *bytesReader) source() mrand.Source {

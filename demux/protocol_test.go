@@ -143,7 +143,7 @@ func (r *moveRace) move(t *testing.T, tbl *demux.Table[string], port uint16, pee
 
 // run runs move and readers until d has passed, enough lookups have raced
 // with a connect, or a failure was reported. On a loaded machine few
-// lookups may race in d; then it runs on, up to 3d, until least have.
+// lookups may race in d; then it runs on, up to 4d, until least have.
 func (r *moveRace) run(t *testing.T, d time.Duration, least, enough int64, move func(stop <-chan struct{}), read func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -156,7 +156,7 @@ func (r *moveRace) run(t *testing.T, d time.Duration, least, enough int64, move 
 	going := func() bool {
 		n := r.raced.Load()
 		since := time.Since(start)
-		return (since < d || n < least && since < 3*d) && n < enough && r.bad.Load() == 0 && !t.Failed()
+		return (since < d || n < least && since < 4*d) && n < enough && r.bad.Load() == 0 && !t.Failed()
 	}
 	readers := max(runtime.GOMAXPROCS(0)-1, 1)
 	for range readers {
@@ -195,7 +195,7 @@ func protocolBudget() time.Duration {
 	if testing.Short() {
 		return 300 * time.Millisecond
 	}
-	return 800 * time.Millisecond
+	return 500 * time.Millisecond
 }
 
 // TestMoveNeverMissed: a wildcard socket that connects, and so moves from
