@@ -198,12 +198,12 @@ func protocolBudget() time.Duration {
 	return 500 * time.Millisecond
 }
 
-// TestMoveNeverMissed: a wildcard socket that connects, and so moves from
+// TestConnectMoveNeverMissed: a wildcard socket that connects, and so moves from
 // the wildcard secondary slot to its new local address's slot, receives a
 // datagram from its peer to that address both before and after; a lookup
 // that runs while it moves must find it. It fails if the lookup does not
 // search again when a socket may have crossed between the slots it read.
-func TestMoveNeverMissed(t *testing.T) {
+func TestConnectMoveNeverMissed(t *testing.T) {
 	const port = 4000
 	local := netip.MustParseAddr("10.0.0.1")
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
