@@ -176,16 +176,21 @@ func (r *moveRace) run(t *testing.T, d time.Duration, least, enough int64, move 
 }
 
 // moveTable makes a table for the move tests: fillers sockets bound to
-// local:port on devices a lookup on interface 1 never matches. They keep the
-// port's primary chain above the hybrid threshold, so lookups take the
-// secondary path, and make the search of local's secondary slot long, which
-// widens the window in which a socket can move behind a lookup's back.
-func moveTable(t *testing.T, cfg demux.Config, local netip.Addr, port uint16, fillers int) *demux.Table[string] {
+// local:port on devices a lookup on interface 1 never matches, and
+// connected more of them, connected to peer from there. They keep the port
+// above the hybrid threshold, so lookups take the indexes, and make the
+// search of local's secondary slot (fixed tables) or of the address or
+// 4-tuple index (growing tables) long, which widens the window in which a
+// socket can move behind a lookup's back.
+func moveTable(t *testing.T, cfg demux.Config, local netip.Addr, port uint16, peer netip.AddrPort, fillers, connected int) *demux.Table[string] {
 	tbl, err := demux.New[string](cfg)
 	require.NoError(t, err)
-	for i := range fillers {
-		_, err := tbl.Bind(demux.Options{Addr: local, Port: port, ReuseAddr: true, Device: 100 + i}, "filler")
+	for i := range fillers + connected {
+		s, err := tbl.Bind(demux.Options{Addr: local, Port: port, ReuseAddr: true, Device: 100 + i}, "filler")
 		require.NoError(t, err)
+		if i >= fillers {
+			require.NoError(t, tbl.Connect(s, peer, netip.Addr{}))
+		}
 	}
 	return tbl
 }
@@ -204,22 +209,46 @@ func protocolBudget() time.Duration {
 // that runs while it moves must find it. It fails if the lookup does not
 // search again when a socket may have crossed between the slots it read.
 func TestConnectMoveNeverMissed(t *testing.T) {
+	testConnectMove(t, 64, 0, 1)
+}
+
+// TestConnectMoveNeverMissedBatch is TestConnectMoveNeverMissed for
+// LookupBatch, with a batch of one datagram many times, so that the move
+// can fall between the stages of its search. The growing tables search
+// the 4-tuple index last but the wildcard; connected fillers make that
+// search long.
+func TestConnectMoveNeverMissedBatch(t *testing.T) {
+	testConnectMove(t, 0, 64, 16)
+}
+
+func testConnectMove(t *testing.T, fillers, connected, batch int) {
 	const port = 4000
 	local := netip.MustParseAddr("10.0.0.1")
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
 	dst := netip.AddrPortFrom(local, port)
+	ds := make([]demux.Datagram, batch)
+	for i := range ds {
+		ds[i] = demux.Datagram{Src: peer, Dst: dst, Ifindex: 1}
+	}
 	for _, c := range protocolConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			tbl := moveTable(t, c.cfg, local, port, 64)
+			tbl := moveTable(t, c.cfg, local, port, peer, fillers, connected)
 			var r moveRace
 			read := func() {
+				got := make([]*demux.Socket[string], batch)
 				before := r.begin()
-				got, _ := tbl.Lookup(peer, dst, 1)
+				if batch > 1 {
+					tbl.LookupBatch(ds, got)
+				} else {
+					got[0], _ = tbl.Lookup(peer, dst, 1)
+				}
 				after, open := r.end(before)
 				// Open throughout, unconnected or connected, the mover
 				// receives the datagram, and nothing else does.
-				if open && got != before.s {
-					r.report("generation %d, phase %d then %d: got %v", before.gen, before.phase, after.phase, got)
+				for i, s := range got {
+					if open && s != before.s {
+						r.report("generation %d, phase %d then %d, datagram %d: got %v", before.gen, before.phase, after.phase, i, s)
+					}
 				}
 			}
 			move := func(stop <-chan struct{}) { r.move(t, tbl, port, peer, local, stop) }
@@ -247,7 +276,7 @@ func TestMulticastMoveOnceEach(t *testing.T) {
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
 	for _, c := range protocolConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			tbl := moveTable(t, c.cfg, local, port, 64)
+			tbl := moveTable(t, c.cfg, local, port, peer, 64, 0)
 			stable := map[netip.Addr][]*demux.Socket[string]{}
 			for _, a := range []netip.Addr{local, group, netip.IPv4Unspecified()} {
 				s, err := tbl.Bind(demux.Options{Addr: a, Port: port, ReuseAddr: true}, "stable "+a.String())
@@ -312,7 +341,7 @@ func TestLookupHandleComplete(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			// No fillers: the chains are short, so most lookups find the
 			// socket and the race with its publication is tried often.
-			tbl := moveTable(t, c.cfg, local, port, 0)
+			tbl := moveTable(t, c.cfg, local, port, peer, 0, 0)
 			var r moveRace
 			var found atomic.Int64
 			// use calls every method of s; it reports a panic as a failure
@@ -324,6 +353,7 @@ func TestLookupHandleComplete(t *testing.T) {
 					}
 				}()
 				found.Add(1)
+				r.raced.Add(1) // what the run counts: handles to check
 				if a := s.LocalAddr(); a != wild && a != dst {
 					r.report("LocalAddr %v", a)
 				}
@@ -386,7 +416,7 @@ func TestLookupHandleComplete(t *testing.T) {
 					}
 				}
 			}
-			r.run(t, protocolBudget(), 0, math.MaxInt64, move, read)
+			r.run(t, protocolBudget(), 20, math.MaxInt64, move, read)
 			t.Logf("%d handles used", found.Load())
 			assert.Zero(t, r.bad.Load(), "a handle a lookup returned was not usable; first: %v", r.firstBad.Load())
 			assert.Positive(t, found.Load(), "no lookup found the socket: the test checked nothing")
