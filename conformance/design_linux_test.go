@@ -4,7 +4,6 @@ package conformance
 
 import (
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,10 +15,8 @@ import (
 // as fixed scenarios: the kernel must give the outcome the row states, and
 // the table must agree with the kernel, as in the random test.
 func TestKernelDesignTable(t *testing.T) {
-	e, err := setupEnv(os.Getenv("UDPDEMUX_CONFORMANCE_LOOPBACK") != "")
-	if err != nil {
-		t.Skipf("kernel conformance test skipped: cannot set up UDP sockets on loopback: %v", err)
-	}
+	e := mustSetup(t)
+	var err error
 	defer e.close()
 	port := e.ports[0]
 	has6 := len(e.dst6) > 0
