@@ -63,7 +63,7 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 // since. On failure g holds nothing.
 func (x *Ephemeral) take(p uint16, n *sock.Entry, g *lockorder.Guard) bool {
 	x.H1.LockPort(g, p)
-	if x.Occ.Users(p) == 0 {
+	if !x.Occ.InUse(p) { // exact under p's lock, which every writer of p holds
 		n.Port = p
 		return true
 	}

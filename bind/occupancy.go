@@ -164,17 +164,31 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 // range's bitmap words.
 func (o *Occupancy) census(r *Range, n *sock.Entry) (free int, unblocked bool) {
 	r4, r6 := reaches(n)
-	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
-		a := r.allowedWord(w)
-		free += bits.OnesCount64(a &^ o.used.word(w))
-		var b uint64
-		if r4 {
-			b |= o.blocked4.word(w)
+	var none [pageWords]atomic.Uint64 // stands for a page never made
+	page := func(b *sparseBits, pg int) *[pageWords]atomic.Uint64 {
+		if p := b.pages[pg].Load(); p != nil {
+			return p
 		}
-		if r6 {
-			b |= o.blocked6.word(w)
+		return &none
+	}
+	for w, last := int(r.Low>>6), int(r.High>>6); w <= last; {
+		pg := w / pageWords
+		used, b4, b6 := page(&o.used, pg), page(&o.blocked4, pg), page(&o.blocked6, pg)
+		for end := min(last, pg*pageWords+pageWords-1); w <= end; w++ {
+			a := r.allowedWord(w)
+			free += bits.OnesCount64(a &^ used[w%pageWords].Load())
+			if unblocked {
+				continue
+			}
+			var b uint64
+			if r4 {
+				b |= b4[w%pageWords].Load()
+			}
+			if r6 {
+				b |= b6[w%pageWords].Load()
+			}
+			unblocked = a&^b != 0
 		}
-		unblocked = unblocked || a&^b != 0
 	}
 	return free, unblocked
 }

@@ -35,6 +35,10 @@ func selectBit(w uint64, k int) uint16 { // index of the k-th (0-based) set bit 
 type Range struct {
 	Low, High uint16
 	reserved  *bitmap // nil: none
+	// The bitmap words of Low and High, and which of their ports are in
+	// the range: every word between is whole.
+	lowWord, highWord int
+	lowMask, highMask uint64
 }
 
 // NewRange checks and builds a range; low = high = 0 means the default.
@@ -45,7 +49,9 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 	if low == 0 || low > high {
 		return nil, fmt.Errorf("ephemeral range %d-%d: want 1 <= low <= high <= 65535: %w", low, high, syscall.EINVAL)
 	}
-	r := &Range{Low: low, High: high}
+	r := &Range{Low: low, High: high, lowWord: int(low >> 6), highWord: int(high >> 6)}
+	r.lowMask = ^uint64(0) << (low & 63)
+	r.highMask = ^uint64(0) >> (63 - high&63)
 	if len(reserved) > 0 {
 		r.reserved = new(bitmap)
 		for _, p := range reserved {
@@ -64,17 +70,15 @@ func (r *Range) Reserved(p uint16) bool { return r.reserved != nil && r.reserved
 // allowedWord returns the ports of bitmap word w (ports 64w to 64w+63)
 // that bind(0) may choose.
 func (r *Range) allowedWord(w int) uint64 {
-	lo, hi := int(r.Low), int(r.High)
-	first, last := w<<6, w<<6|63
-	if last < lo || first > hi {
+	if w < r.lowWord || w > r.highWord {
 		return 0
 	}
 	m := ^uint64(0)
-	if lo > first {
-		m &= ^uint64(0) << (lo - first)
+	if w == r.lowWord {
+		m &= r.lowMask
 	}
-	if hi < last {
-		m &= ^uint64(0) >> (last - hi)
+	if w == r.highWord {
+		m &= r.highMask
 	}
 	if r.reserved != nil {
 		m &^= r.reserved[w]

@@ -77,7 +77,7 @@ const (
 // takeFree locks p's record and keeps it for n if p still holds no socket.
 func (g *Engine) takeFree(p uint16, n *sock.Entry, occ *bind.Occupancy) *Port {
 	pr := g.LockPort(p)
-	if occ.Users(p) == 0 {
+	if !occ.InUse(p) { // exact under p's lock, which every writer of p holds
 		n.Port = p
 		return pr
 	}
