@@ -79,6 +79,12 @@ func growingUnderLookups(t *testing.T, cfg demux.Config) {
 		{Src: other, Dst: netip.AddrPortFrom(exact, port)},
 		{Src: peer, Dst: netip.AddrPortFrom(exact, port)},
 	}
+	// A failing require stops this goroutine only: stop the others too,
+	// or they run on and disturb the tests after this one.
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
 	// Readers.
 	for r := range 2 {
 		wg.Add(1)
@@ -165,7 +171,7 @@ func growingUnderLookups(t *testing.T, cfg demux.Config) {
 			}
 			s := mustBind(demux.Options{Addr: a, Port: p, ReuseAddr: true}, v)
 			if i%3 == 0 && p != port+1 {
-				require.NoError(t, tab.Connect(s, netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(v)}), uint16(v)), netip.Addr{}))
+				require.NoError(t, tab.Connect(s, netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(v)}), uint16(1+v%60000)), netip.Addr{}))
 			}
 			if i%50 == 0 {
 				// A wildcard socket on the readers' port that connects:
