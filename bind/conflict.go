@@ -65,13 +65,13 @@ func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
 		exact, wild := c.H2.At(i), c.H2.At(w)
 		limit := p.Chain.Len()
 		if !c.Rule.Fallback || (exact.Chain.Len() <= limit && wild.Chain.Len() <= limit) {
-			if chainConflicts(exact.Chain.First(), true, n) {
+			if chainConflicts(exact.Chain.First(), sock.OfSecondary, n) {
 				return true, true
 			}
-			return i != w && chainConflicts(wild.Chain.First(), true, n), true
+			return i != w && chainConflicts(wild.Chain.First(), sock.OfSecondary, n), true
 		}
 	}
-	return chainConflicts(p.Chain.First(), false, n), false
+	return chainConflicts(p.Chain.First(), sock.OfPrimary, n), false
 }
 
 // needsPrimary reports whether sockets that conflict with n may sit outside
@@ -84,9 +84,9 @@ func needsPrimary(n *sock.Entry) bool {
 
 // chainConflicts reports whether an entry of the chain from x, other than
 // a state of n's own socket, conflicts with n on n's port.
-func chainConflicts(x *sock.Node, secondary bool, n *sock.Entry) bool {
+func chainConflicts(x *sock.Node, of sock.Link, n *sock.Entry) bool {
 	for ; x != nil; x = x.Next.Load() {
-		if e := sock.Of(x, secondary); e.Port == n.Port && e.Sock != n.Sock && Conflicts(n, e) {
+		if e := of(x); e.Port == n.Port && e.Sock != n.Sock && Conflicts(n, e) {
 			return true
 		}
 	}

@@ -91,7 +91,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 		x.H1.LockPort(g, start)
 		marked = [len(marked)]uint64{}
 		for nd := slot.Chain.First(); nd != nil; nd = nd.Next.Load() {
-			if e := sock.Of(nd, false); Conflicts(n, e) {
+			if e := sock.OfPrimary(nd); Conflicts(n, e) {
 				k := e.Port >> shift
 				marked[k>>6] |= 1 << (k & 63)
 			}
@@ -125,7 +125,7 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 		slot := x.H1.Slot(p)
 		x.H1.LockPort(g, p)
 		n.Port = p
-		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), false, n) {
+		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
 			return true
 		}
 		g.Unlock()

@@ -51,7 +51,7 @@ func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
 		}
 	} else {
 		for n := t.tabs.H1.Slot(p).Chain.First(); n != nil; n = n.Next.Load() {
-			if e := sock.Of(n, false); e.Port == p {
+			if e := sock.OfPrimary(n); e.Port == p {
 				buf = append(buf, handle[V](&e.Face))
 			}
 		}

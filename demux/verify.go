@@ -57,7 +57,7 @@ func (t *Table[V]) verifyFixed(bad func(string, ...any)) map[*sock.Entry]bool {
 		if c.First() == nil && c.Len() == 0 {
 			continue
 		}
-		n := walk(c, false, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, sock.OfPrimary, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h1.Index(e.Port) != i {
 				bad("primary slot %d holds port %d", i, e.Port)
 			}
@@ -80,7 +80,7 @@ func (t *Table[V]) verifyFixed(bad func(string, ...any)) map[*sock.Entry]bool {
 		if c.First() == nil && c.Len() == 0 {
 			continue
 		}
-		n := walk(c, true, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, sock.OfSecondary, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
 			if h2.IndexOf(e) != i {
 				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.IndexOf(e))
 			}
@@ -132,14 +132,14 @@ func (t *Table[V]) verifyFixed(bad func(string, ...any)) map[*sock.Entry]bool {
 
 // walk follows chain c, checking the back links, calls f for every entry
 // and returns the chain's length.
-func walk(c *sock.Chain, secondary bool, bad func(string, ...any), f func(*sock.Entry)) int {
+func walk(c *sock.Chain, of sock.Link, bad func(string, ...any), f func(*sock.Entry)) int {
 	n := 0
 	var prev *sock.Node
 	for x := c.First(); x != nil; x = x.Next.Load() {
 		if x.Prev != prev {
 			bad("broken back link")
 		}
-		f(sock.Of(x, secondary))
+		f(of(x))
 		prev = x
 		n++
 		if n > 1<<26 {

@@ -45,8 +45,8 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 		q := &qs[i]
 		indexed[i] = true
 		seqs[i] = pr.list.Seq.Read()
-		khs[i] = hash2.Hash64(g.seed, q.Key)
-		exact[i] = g.addrs.Ref(g.addrHash(khs[i], q.DstPort), addrKey{q.Key, q.DstPort})
+		khs[i] = hash2.Hash64(g.seed, q.Dst)
+		exact[i] = g.addrs.Ref(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
 	}
 	// Score the exact-address heads, side by side.
 	for i := range n {
@@ -80,7 +80,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 // score, then the largest Seq.
 func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
 	if pr.nconn.Load() > 0 {
-		k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 			offer(b, hd, q)
 		}

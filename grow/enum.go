@@ -6,7 +6,7 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 // caller holds pr locked, so the list is the port's at one instant.
 func (pr *Port) Entries(buf []*sock.Entry) []*sock.Entry {
 	for n := pr.s.list.First(); n != nil; n = n.Next.Load() {
-		buf = append(buf, sock.Of(n, false))
+		buf = append(buf, sock.OfPrimary(n))
 	}
 	return buf
 }

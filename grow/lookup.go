@@ -15,10 +15,10 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
 	}
 	if pr.list.Len() <= g.threshold {
 		b := lookup.NewBest()
-		b.Scan(pr.list.First(), false, q)
+		b.ScanPrimary(pr.list.First(), q)
 		return g.finish(pr, b.E, q), lookup.Primary
 	}
-	return g.finish(pr, g.indexed(pr, q, hash2.Hash64(g.seed, q.Key)), q), lookup.Secondary
+	return g.finish(pr, g.indexed(pr, q, hash2.Hash64(g.seed, q.Dst)), q), lookup.Secondary
 }
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
@@ -40,7 +40,7 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()
 		if pr.nconn.Load() > 0 {
-			k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 				offer(&b, hd, q)
 				// A connected socket bound to the destination beats
@@ -50,10 +50,10 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 				}
 			}
 		}
-		if hd := g.addrs.Ref(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); hd != nil {
+		if hd := g.addrs.Ref(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); hd != nil {
 			offer(&b, hd, q)
 		}
-		if !b.Exact() && q.Key != sock.Wild4 {
+		if !b.Exact() && q.Dst != sock.Wild4 {
 			if hd := g.addrs.Ref(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); hd != nil {
 				offer(&b, hd, q)
 			}
@@ -82,27 +82,27 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 	}
 	if pr.list.Len() <= g.threshold {
 		for n := pr.list.First(); n != nil; n = n.Next.Load() {
-			if e := sock.Of(n, false); lookup.Matches(e, q) {
+			if e := sock.OfPrimary(n); lookup.Matches(e, q) {
 				rs = append(rs, e)
 			}
 		}
 		return rs, lookup.Primary
 	}
-	kh := hash2.Hash64(g.seed, q.Key)
+	kh := hash2.Hash64(g.seed, q.Dst)
 	base := len(rs)
 	for {
 		rs = rs[:base]
 		seq := pr.list.Seq.Read()
 		if pr.nconn.Load() > 0 {
-			k := connKey{local: q.Key, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
 				rs = members(rs, hd, q)
 			}
 		}
-		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Key, q.DstPort}); ok {
+		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); ok {
 			rs = members(rs, hd, q)
 		}
-		if q.Key != sock.Wild4 {
+		if q.Dst != sock.Wild4 {
 			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
 				rs = members(rs, hd, q)
 			}
@@ -120,7 +120,7 @@ func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
 			continue // a class matches or not as a whole
 		}
 		for n := &hd.at(i).N2; n != nil; n = n.Next.Load() {
-			rs = append(rs, sock.Of(n, true))
+			rs = append(rs, sock.OfSecondary(n))
 		}
 	}
 	return rs

@@ -27,7 +27,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		groups := map[groupKey][]*sock.Entry{}
 		n := 0
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-			e := sock.Of(x, false)
+			e := sock.OfPrimary(x)
 			n++
 			if e.Port != p {
 				bad("port %d holds an entry of port %d", p, e.Port)
@@ -107,7 +107,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		for i := range hd.len() {
 			prevSeq := ^uint64(0)
 			for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
-				e := sock.Of(x, true)
+				e := sock.OfSecondary(x)
 				if !onPort[e] {
 					bad("%s holds %v:%d, which is on no port", what, e.LocalAddr(), e.Port)
 				}
@@ -144,7 +144,7 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 			if x.Prev != prev {
 				return false // broken back link
 			}
-			if sock.Of(x, true) == e {
+			if sock.OfSecondary(x) == e {
 				return true
 			}
 			prev = x

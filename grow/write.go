@@ -201,7 +201,7 @@ func (g *Engine) insert(e *sock.Entry) {
 			prev := x
 			for {
 				nx := prev.N2.Next.Load()
-				if nx == nil || sock.Of(nx, true).Seq <= e.Seq {
+				if nx == nil || sock.OfSecondary(nx).Seq <= e.Seq {
 					e.N2.Prev = &prev.N2
 					e.N2.Next.Store(nx)
 					if nx != nil {
@@ -210,7 +210,7 @@ func (g *Engine) insert(e *sock.Entry) {
 					prev.N2.Next.Store(&e.N2)
 					return hd
 				}
-				prev = sock.Of(nx, true)
+				prev = sock.OfSecondary(nx)
 			}
 		}
 		e.N2.Prev = nil
@@ -242,7 +242,7 @@ func (g *Engine) remove(e *sock.Entry) {
 				return hd.with(i, nil)
 			}
 			nx.Prev = nil
-			return hd.with(i, sock.Of(nx, true))
+			return hd.with(i, sock.OfSecondary(nx))
 		}
 		return hd
 	})

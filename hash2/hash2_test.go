@@ -53,7 +53,7 @@ func TestIndex(t *testing.T) {
 	tab, err := New(1024, 42)
 	require.NoError(t, err)
 	assert.Equal(t, tab.AddrHash(sock.Wild4), tab.WildHash())
-	a := sock.From16(netip.MustParseAddr("192.0.2.1"))
+	a := sock.Addr16Of(netip.MustParseAddr("192.0.2.1"))
 	h := tab.AddrHash(a)
 	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&sock.Entry{Face: sock.Face{Port: 53, V6: a, V4: a.V4(), Flags: sock.HasV4}}))
 	// Seeds change the hash.

@@ -124,7 +124,7 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 			return Local{}, fmt.Errorf("V6Only with v4-mapped address %v: %w", a, syscall.EINVAL)
 		}
 		l.Flags = sock.Is6 | sock.HasV4
-		l.V6 = sock.From16(a)
+		l.V6 = sock.Addr16Of(a)
 		l.V4 = l.V6.V4()
 	case a.IsUnspecified():
 		l.Flags = sock.Is6 | sock.HasV6
@@ -138,7 +138,7 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		// __inet6_bind; DESIGN.md row 23); its IPv4 side is the
 		// placeholder.
 		l.Flags = sock.Is6 | sock.HasV6 | sock.V6Only
-		l.V6 = sock.From16(a)
+		l.V6 = sock.Addr16Of(a)
 		l.V4 = Placeholder4
 	}
 	return l, nil

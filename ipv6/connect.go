@@ -81,7 +81,7 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 		return Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	pa = pa.WithZone("")
-	p.Addr = sock.From16(pa)
+	p.Addr = sock.Addr16Of(pa)
 	if is6 && pa.Is4() {
 		pa = netip.AddrFrom16(pa.As16())
 	}
@@ -153,7 +153,7 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		if !src.Is6() || src.Is4In6() {
 			return l, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
 		}
-		n.V6 = sock.From16(src)
+		n.V6 = sock.Addr16Of(src)
 		n.V4 = Placeholder4
 		n.Flags &^= sock.HasV4
 	}

@@ -41,7 +41,7 @@ func TestBind(t *testing.T) {
 		assert.Equal(t, tc.has4, l.Flags&sock.HasV4 != 0, "%s has4", tc.addr)
 		assert.Equal(t, tc.has6, l.Flags&sock.HasV6 != 0, "%s has6", tc.addr)
 		assert.Equal(t, tc.v6onlyAfter, l.Flags&sock.V6Only != 0, "%s v6only", tc.addr)
-		assert.Equal(t, sock.From16(netip.MustParseAddr(tc.key)), l.Key(), "%s key", tc.addr)
+		assert.Equal(t, sock.Addr16Of(netip.MustParseAddr(tc.key)), l.Key(), "%s key", tc.addr)
 	}
 }
 
@@ -127,7 +127,7 @@ func TestConnectLocal(t *testing.T) {
 	// Row 24: "::" connected to ::1 takes ::1 and IPv4 placeholder 127.0.0.6.
 	l, p, err := Connect(mustBind("::"), 0, netip.MustParseAddrPort("[::1]:9"), netip.MustParseAddr("::1"), nil)
 	require.NoError(t, err)
-	assert.Equal(t, sock.From16(netip.MustParseAddr("::1")), l.V6)
+	assert.Equal(t, sock.Addr16Of(netip.MustParseAddr("::1")), l.V6)
 	assert.Equal(t, Placeholder4, l.V4)
 	assert.Zero(t, l.Flags&sock.HasV4)
 	assert.Equal(t, uint16(9), p.Port)
@@ -138,7 +138,7 @@ func TestConnectLocal(t *testing.T) {
 	// Row 25: "::" connected to a v4-mapped peer takes a v4-mapped local.
 	l, _, err = Connect(mustBind("::"), 0, netip.MustParseAddrPort("[::ffff:127.0.0.99]:9"), netip.MustParseAddr("127.0.0.1"), nil)
 	require.NoError(t, err)
-	assert.Equal(t, sock.From16(netip.MustParseAddr("::ffff:127.0.0.1")), l.V6)
+	assert.Equal(t, sock.Addr16Of(netip.MustParseAddr("::ffff:127.0.0.1")), l.V6)
 	e = &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 	assert.True(t, Overlap(entry(t, "127.0.0.1", false), e))
 	assert.False(t, Overlap(entry(t, "127.0.0.2", false), e))

@@ -25,7 +25,7 @@ func (t *Tables) PlaceholderFallback(q *Query) *sock.Face {
 func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Face {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
-		e := sock.Of(n, false)
+		e := sock.OfPrimary(n)
 		if e.Port != q.DstPort || e.Flags&(sock.Is6|sock.V6Only|sock.HasV4|sock.Connected) != sock.Is6|sock.Connected || e.V4 != ipv6.Placeholder4 {
 			continue
 		}
@@ -56,4 +56,4 @@ func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Face {
 
 // ToPlaceholder reports whether q is an IPv4 datagram to the placeholder
 // 127.0.0.6: one that found no receiver goes to PlaceholderFallback.
-func ToPlaceholder(q *Query) bool { return q.Is4 && q.Key.V4() == ipv6.Placeholder4 }
+func ToPlaceholder(q *Query) bool { return q.Is4 && q.Dst.V4() == ipv6.Placeholder4 }

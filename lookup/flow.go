@@ -9,8 +9,8 @@ func FlowHash(seed uint64, q *Query) uint32 {
 	h := seed ^ uint64(q.SrcPort)<<16 ^ uint64(q.DstPort)
 	h = mix(h ^ q.Src.Hi)
 	h = mix(h ^ q.Src.Lo)
-	h = mix(h ^ q.Key.Hi)
-	h = mix(h ^ q.Key.Lo)
+	h = mix(h ^ q.Dst.Hi)
+	h = mix(h ^ q.Dst.Lo)
 	return uint32(h >> 32)
 }
 
@@ -32,7 +32,7 @@ func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 // them. It is a value, so that handing it to a selector moves nothing of
 // the lookup to the heap.
 func (q *Query) Flow(hash uint32) sock.Flow {
-	return sock.Flow{Src: q.Src, Dst: q.Key, SrcPort: q.SrcPort, DstPort: q.DstPort,
+	return sock.Flow{Src: q.Src, Dst: q.Dst, SrcPort: q.SrcPort, DstPort: q.DstPort,
 		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash}
 }
 

@@ -50,7 +50,7 @@ func TestScore(t *testing.T) {
 	// Connected: the peer must be the source, and it scores 8 more.
 	e := bound(t, "127.0.0.1", 0)
 	e.Flags |= sock.Connected
-	e.Remote, e.RemotePort = sock.From16(netip.MustParseAddr("192.0.2.1")), 1000
+	e.Remote, e.RemotePort = sock.Addr16Of(netip.MustParseAddr("192.0.2.1")), 1000
 	assert.Equal(t, exactTier+2+8, Score(&e.Face, q4))
 	e.RemotePort = 1001
 	assert.Equal(t, -1, Score(&e.Face, q4))
@@ -78,7 +78,7 @@ func TestInitRejects(t *testing.T) {
 	// A v4-mapped destination is an IPv4 datagram.
 	require.True(t, q.Init(netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("[::ffff:127.0.0.1]:53"), 0))
 	assert.True(t, q.Is4)
-	assert.Equal(t, uint32(127<<24|1), q.Key.V4())
+	assert.Equal(t, uint32(127<<24|1), q.Dst.V4())
 }
 
 // TestFlowHashSpreads: the member choice is stable per flow and uses

@@ -7,7 +7,7 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 // __udp4_lib_mcast_deliver).
 func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
 	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
-		if e := sock.Of(n, false); Matches(e, q) {
+		if e := sock.OfPrimary(n); Matches(e, q) {
 			rs = append(rs, e)
 		}
 	}
@@ -20,7 +20,7 @@ func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
 // the two slots meanwhile, so that no socket is missed or seen twice.
 func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
 	h2 := t.H2
-	i := h2.Index(h2.AddrHash(q.Key), q.DstPort)
+	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
 	w := h2.Index(h2.WildHash(), q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
 	if limit >= 0 && (exact.Chain.Len() > limit || wild.Chain.Len() > limit) {
@@ -32,13 +32,13 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 		seq := exact.Seq.Read()
 		wseq := wild.Seq.Read()
 		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
-			if e := sock.Of(n, true); Matches(e, q) {
+			if e := sock.OfSecondary(n); Matches(e, q) {
 				rs = append(rs, e)
 			}
 		}
 		if i != w {
 			for n := wild.Chain.First(); n != nil; n = n.Next.Load() {
-				if e := sock.Of(n, true); Matches(e, q) {
+				if e := sock.OfSecondary(n); Matches(e, q) {
 					rs = append(rs, e)
 				}
 			}

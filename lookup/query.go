@@ -11,7 +11,7 @@ import (
 // source or destination stands for the IPv4 datagram it maps.
 type Query struct {
 	Is4     bool
-	Key     sock.Addr16 // destination in 16-byte (secondary key) form; Key.V4() when Is4
+	Dst     sock.Addr16 // destination in 16-byte (secondary key) form; Dst.V4() when Is4
 	Src     sock.Addr16 // source in 16-byte form, IPv4 mapped
 	SrcPort uint16
 	DstPort uint16
@@ -30,22 +30,22 @@ const NoDevice int32 = -1
 // place: a Query is too large to return cheaply on the lookup path.
 func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	q.DstPort = dst.Port()
-	q.Key = sock.From16(dst.Addr())
-	q.Src = sock.From16(src.Addr())
+	q.Dst = sock.Addr16Of(dst.Addr())
+	q.Src = sock.Addr16Of(src.Addr())
 	q.SrcPort = src.Port()
 	q.Ifindex = NoDevice
 	if ifindex >= 0 && ifindex <= math.MaxInt32 {
 		q.Ifindex = int32(ifindex)
 	}
-	q.Is4 = q.Key.IsMapped()
+	q.Is4 = q.Dst.IsMapped()
 	if q.Is4 != q.Src.IsMapped() || !src.Addr().IsValid() {
 		// No datagram has a source of the other family, or none.
 		return false
 	}
 	if q.Is4 {
-		return q.Key.V4() != 0 && q.DstPort != 0
+		return q.Dst.V4() != 0 && q.DstPort != 0
 	}
-	return q.Key != sock.Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
+	return q.Dst != sock.Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
 }
 
 // exactTier is added to the score of a candidate bound to the destination
@@ -68,7 +68,7 @@ func Score(e *sock.Face, q *Query) int {
 		if e.Flags&sock.HasV4 == 0 {
 			return -1
 		}
-		if e.V4 == q.Key.V4() {
+		if e.V4 == q.Dst.V4() {
 			s = exactTier
 		} else if e.V4 != 0 {
 			return -1
@@ -82,7 +82,7 @@ func Score(e *sock.Face, q *Query) int {
 		if e.Flags&sock.HasV6 == 0 {
 			return -1
 		}
-		if e.V6 == q.Key {
+		if e.V6 == q.Dst {
 			s = exactTier
 		} else if e.V6 != sock.Wild6 {
 			return -1

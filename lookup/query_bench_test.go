@@ -12,7 +12,7 @@ func BenchmarkQueryInit(b *testing.B) {
 	for b.Loop() {
 		var q Query
 		q.Init(src, dst, 1)
-		sink += q.Key.V4()
+		sink += q.Dst.V4()
 	}
 	_ = sink
 }

@@ -54,20 +54,23 @@ func (b *Best) Offer(e *sock.Face, q *Query) {
 // itself: no wildcard candidate can beat it.
 func (b *Best) Exact() bool { return b.Score >= exactTier }
 
-// Scan offers every entry of the chain from n; secondary says which of
-// its entries' nodes the chain links.
-func (b *Best) Scan(n *sock.Node, secondary bool, q *Query) {
+// ScanPrimary offers every entry of the primary chain from n.
+func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
-		e := sock.Of(n, secondary)
-		// A secondary chain also holds entries of other addresses whose
-		// hash collides. V6 sits in the cache line of the secondary link,
-		// so they can be passed over without touching the entry's first
-		// line: a candidate's V6 is the datagram's key (an IPv4 address
-		// in mapped form), or a wildcard.
-		if secondary {
-			if v := e.V6; v != q.Key && v != sock.Wild4 && v != sock.Wild6 {
-				continue
-			}
+		b.Offer(&sock.OfPrimary(n).Face, q)
+	}
+}
+
+// ScanSecondary offers the entries of the secondary chain from n that may
+// match q. A secondary chain also holds entries of other addresses whose
+// hash collides; they are passed over on their V6 alone: a candidate's V6
+// is the datagram's destination (an IPv4 address in mapped form), or a
+// wildcard.
+func (b *Best) ScanSecondary(n *sock.Node, q *Query) {
+	for ; n != nil; n = n.Next.Load() {
+		e := sock.OfSecondary(n)
+		if v := e.V6; v != q.Dst && v != sock.Wild4 && v != sock.Wild6 {
+			continue
 		}
 		b.Offer(&e.Face, q)
 	}
@@ -76,7 +79,7 @@ func (b *Best) Scan(n *sock.Node, secondary bool, q *Query) {
 // OnePhase scans the primary chain of q's port.
 func (t *Tables) OnePhase(q *Query) *sock.Face {
 	b := NewBest()
-	b.Scan(t.H1.Slot(q.DstPort).Chain.First(), false, q)
+	b.ScanPrimary(t.H1.Slot(q.DstPort).Chain.First(), q)
 	return ReusePort(t.Seed, b.E, q)
 }
 
@@ -103,7 +106,7 @@ func (t *Tables) Hybrid(q *Query) (*sock.Face, Path) {
 // (false) on meeting a slot longer than limit, as the hybrid rule wants.
 func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 	h2 := t.H2
-	i := h2.Index(h2.AddrHash(q.Key), q.DstPort)
+	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
 	w := h2.Index(h2.WildHash(), q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
 	for {
@@ -112,14 +115,14 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 		}
 		seq := exact.Seq.Read()
 		b := NewBest()
-		b.Scan(exact.Chain.First(), true, q)
+		b.ScanSecondary(exact.Chain.First(), q)
 		if b.Exact() || i == w {
 			return b.E, true
 		}
 		if limit >= 0 && wild.Chain.Len() > limit {
 			return nil, false
 		}
-		b.Scan(wild.Chain.First(), true, q)
+		b.ScanSecondary(wild.Chain.First(), q)
 		// A socket that connected meanwhile may have moved from the
 		// wildcard slot to the exact one after we searched the exact
 		// one; if so, search again.

@@ -5,11 +5,11 @@ import (
 	"testing"
 )
 
-func BenchmarkFrom16(b *testing.B) {
+func BenchmarkAddr16Of(b *testing.B) {
 	a := netip.MustParseAddr("192.0.2.1")
 	var s uint64
 	for b.Loop() {
-		s += From16(a).Lo
+		s += Addr16Of(a).Lo
 	}
 	_ = s
 }

@@ -33,8 +33,8 @@ var Wild6 Addr16
 // Wild4 is 0.0.0.0 in 16-byte form (::ffff:0.0.0.0).
 var Wild4 = Addr16{Lo: 0xffff << 32}
 
-// From16 returns the 16-byte form of a. IPv4 addresses become v4-mapped.
-func From16(a netip.Addr) Addr16 {
+// Addr16Of returns the 16-byte form of a. IPv4 addresses become v4-mapped.
+func Addr16Of(a netip.Addr) Addr16 {
 	if a.Is4() {
 		b := a.As4()
 		return Map4(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
@@ -122,14 +122,15 @@ type Entry struct {
 // offN2 is the offset of N2 in an Entry.
 const offN2 = unsafe.Offsetof(Entry{}.N2)
 
-// Of returns the Entry that embeds n: as its N2 if secondary, else as its
-// N1.
-func Of(n *Node, secondary bool) *Entry {
-	if secondary {
-		return (*Entry)(unsafe.Add(unsafe.Pointer(n), -int(offN2)))
-	}
-	return (*Entry)(unsafe.Pointer(n))
-}
+// OfPrimary returns the Entry whose primary link (N1) n is.
+func OfPrimary(n *Node) *Entry { return (*Entry)(unsafe.Pointer(n)) }
+
+// OfSecondary returns the Entry whose secondary link (N2) n is.
+func OfSecondary(n *Node) *Entry { return (*Entry)(unsafe.Add(unsafe.Pointer(n), -int(offN2))) }
+
+// Link says which of an entry's links a chain goes through: OfPrimary or
+// OfSecondary.
+type Link func(*Node) *Entry
 
 // KeyOf returns the secondary-table key of a local side with the given
 // flags and addresses: "::" hashes as 0.0.0.0, an IPv4 or v4-mapped

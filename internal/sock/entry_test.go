@@ -29,22 +29,22 @@ func TestLayout(t *testing.T) {
 
 func TestOf(t *testing.T) {
 	e := new(Entry)
-	require.Same(t, e, Of(&e.N1, false))
-	require.Same(t, e, Of(&e.N2, true))
+	require.Same(t, e, OfPrimary(&e.N1))
+	require.Same(t, e, OfSecondary(&e.N2))
 }
 
 func TestAddr16(t *testing.T) {
 	for _, s := range []string{"0.0.0.0", "127.0.0.1", "255.255.255.255", "::", "::1", "::ffff:10.1.2.3", "2001:db8::42", "fe80::1"} {
 		a := netip.MustParseAddr(s)
-		x := From16(a)
+		x := Addr16Of(a)
 		assert.Equal(t, a, x.Addr(a.Is4()), s)
 		assert.Equal(t, a.Is4() || a.Is4In6(), x.IsMapped(), s)
 		if a.Is4() {
 			assert.Equal(t, Map4(x.V4()), x, s)
 		}
 	}
-	assert.Equal(t, Wild4, From16(netip.IPv4Unspecified()))
-	assert.Equal(t, Wild6, From16(netip.IPv6Unspecified()))
+	assert.Equal(t, Wild4, Addr16Of(netip.IPv4Unspecified()))
+	assert.Equal(t, Wild6, Addr16Of(netip.IPv6Unspecified()))
 }
 
 func TestChain(t *testing.T) {
@@ -57,7 +57,7 @@ func TestChain(t *testing.T) {
 	order := func() []uint16 {
 		var got []uint16
 		for n := c.First(); n != nil; n = n.Next.Load() {
-			got = append(got, Of(n, false).Port)
+			got = append(got, OfPrimary(n).Port)
 		}
 		return got
 	}
