@@ -63,7 +63,7 @@ func TestNewRange(t *testing.T) {
 	for p := 90; p < 120; p++ {
 		assert.Equal(t, p >= 100 && p <= 110 && p != 105, r.Allowed(uint16(p)), p)
 	}
-	assert.True(t, r.Reserved(200))
+	assert.True(t, r.reservedPort(200))
 }
 
 func TestSelectBit(t *testing.T) {

@@ -62,10 +62,10 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 }
 
 // Allowed reports whether bind(0) may choose p.
-func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.Reserved(p) }
+func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.reservedPort(p) }
 
-// Reserved reports whether p is reserved.
-func (r *Range) Reserved(p uint16) bool { return r.reserved != nil && r.reserved.has(p) }
+// reservedPort reports whether p is reserved.
+func (r *Range) reservedPort(p uint16) bool { return r.reserved != nil && r.reserved.has(p) }
 
 // allowedWord returns the ports of bitmap word w (ports 64w to 64w+63)
 // that bind(0) may choose.

@@ -16,8 +16,8 @@ import (
 	"github.com/udpdemux/udpdemux/lockorder"
 )
 
-// DefaultSlots is the table size used when none is configured.
-const DefaultSlots = 4096
+// defaultSlots is the table size used when none is configured.
+const defaultSlots = 4096
 
 // Slot is one primary slot. Its chain is read without locks; writers hold
 // the slot's lock (Table.LockPort).
@@ -34,10 +34,10 @@ type Table struct {
 }
 
 // New makes a table of n slots; n must be a power of two from 256 to 65536,
-// or 0 for DefaultSlots.
+// or 0 for defaultSlots.
 func New(n int) (*Table, error) {
 	if n == 0 {
-		n = DefaultSlots
+		n = defaultSlots
 	}
 	if !sock.ValidSlots(n) {
 		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",

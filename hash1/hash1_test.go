@@ -15,7 +15,7 @@ func TestNewSizes(t *testing.T) {
 	for _, tc := range []struct {
 		n, want int
 		ok      bool
-	}{{0, DefaultSlots, true}, {256, 256, true}, {65536, 65536, true}, {512, 512, true}, {255, 0, false}, {128, 0, false}, {3000, 0, false}, {1 << 17, 0, false}, {-1, 0, false}} {
+	}{{0, defaultSlots, true}, {256, 256, true}, {65536, 65536, true}, {512, 512, true}, {255, 0, false}, {128, 0, false}, {3000, 0, false}, {1 << 17, 0, false}, {-1, 0, false}} {
 		tab, err := New(tc.n)
 		if !tc.ok {
 			assert.ErrorIs(t, err, syscall.EINVAL, tc.n)

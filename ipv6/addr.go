@@ -27,11 +27,11 @@ type Local struct {
 }
 
 // ZoneIndex turns an address zone into an interface index. The default,
-// NumericZone, accepts decimal indexes only.
+// numericZone, accepts decimal indexes only.
 type ZoneIndex func(zone string) (int, error)
 
-// NumericZone parses a zone such as "3" as the interface index 3.
-func NumericZone(zone string) (int, error) {
+// numericZone parses a zone such as "3" as the interface index 3.
+func numericZone(zone string) (int, error) {
 	n, err := strconv.ParseUint(zone, 10, 31)
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("zone %q is not an interface index: %w", zone, syscall.EINVAL)
@@ -40,11 +40,11 @@ func NumericZone(zone string) (int, error) {
 }
 
 // resolveZone returns the interface index zone names through zi (nil:
-// NumericZone). An index that is not a positive int32 is EINVAL: a larger
+// numericZone). An index that is not a positive int32 is EINVAL: a larger
 // one would alias another interface once stored.
 func resolveZone(zi ZoneIndex, zone string) (int, error) {
 	if zi == nil {
-		zi = NumericZone
+		zi = numericZone
 	}
 	idx, err := zi(zone)
 	if err != nil {
@@ -66,7 +66,7 @@ func resolveZone(zi ZoneIndex, zone string) (int, error) {
 // is not 0), and an address that needs an interface and has none.
 func scopeOf(a netip.Addr, dev int, zi ZoneIndex) (int, error) {
 	zone := a.Zone()
-	if !NeedsScope(a) {
+	if !needsScope(a) {
 		if zone != "" {
 			return 0, fmt.Errorf("zone on %v, which is not link-local: %w", a, syscall.EINVAL)
 		}
@@ -88,9 +88,9 @@ func scopeOf(a netip.Addr, dev int, zi ZoneIndex) (int, error) {
 	return idx, nil
 }
 
-// NeedsScope reports whether a needs an interface to be meaningful:
+// needsScope reports whether a needs an interface to be meaningful:
 // link-local unicast (fe80::/10) and link-local multicast (ff02::/16) IPv6.
-func NeedsScope(a netip.Addr) bool {
+func needsScope(a netip.Addr) bool {
 	return a.Is6() && !a.Is4In6() && (a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast())
 }
 

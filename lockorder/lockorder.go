@@ -31,9 +31,6 @@ var checking atomic.Bool
 // SetChecking turns the order checks on or off and returns the old setting.
 func SetChecking(on bool) bool { return checking.Swap(on) }
 
-// Checking reports whether the order checks are on.
-func Checking() bool { return checking.Load() }
-
 const maxHeld = 4
 
 // Guard holds the locks of one write operation. The zero value holds none.

@@ -18,10 +18,10 @@ type Query struct {
 	Ifindex int32
 }
 
-// NoDevice is the Ifindex of a datagram whose interface index does not fit
+// noDevice is the Ifindex of a datagram whose interface index does not fit
 // an int32: no socket is bound to it, and a truncated index must not alias
 // another interface.
-const NoDevice int32 = -1
+const noDevice int32 = -1
 
 // Init prepares the lookup of a datagram from src to dst that arrived on
 // interface ifindex. It reports false when the datagram cannot be delivered
@@ -33,7 +33,7 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	q.Dst = sock.Addr16Of(dst.Addr())
 	q.Src = sock.Addr16Of(src.Addr())
 	q.SrcPort = src.Port()
-	q.Ifindex = NoDevice
+	q.Ifindex = noDevice
 	if ifindex >= 0 && ifindex <= math.MaxInt32 {
 		q.Ifindex = int32(ifindex)
 	}

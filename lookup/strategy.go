@@ -61,12 +61,12 @@ func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
 	}
 }
 
-// ScanSecondary offers the entries of the secondary chain from n that may
+// scanSecondary offers the entries of the secondary chain from n that may
 // match q. A secondary chain also holds entries of other addresses whose
 // hash collides; they are passed over on their V6 alone: a candidate's V6
 // is the datagram's destination (an IPv4 address in mapped form), or a
 // wildcard.
-func (b *Best) ScanSecondary(n *sock.Node, q *Query) {
+func (b *Best) scanSecondary(n *sock.Node, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.OfSecondary(n)
 		if v := e.V6; v != q.Dst && v != sock.Wild4 && v != sock.Wild6 {
@@ -115,14 +115,14 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 		}
 		seq := exact.Seq.Read()
 		b := NewBest()
-		b.ScanSecondary(exact.Chain.First(), q)
+		b.scanSecondary(exact.Chain.First(), q)
 		if b.Exact() || i == w {
 			return b.E, true
 		}
 		if limit >= 0 && wild.Chain.Len() > limit {
 			return nil, false
 		}
-		b.ScanSecondary(wild.Chain.First(), q)
+		b.scanSecondary(wild.Chain.First(), q)
 		// A socket that connected meanwhile may have moved from the
 		// wildcard slot to the exact one after we searched the exact
 		// one; if so, search again.
