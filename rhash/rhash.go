@@ -87,21 +87,11 @@ func (m *Map[K, V]) Slots() int { return len(m.tab.Load().slots) }
 
 // Get returns the value of key k, whose hash is h. It takes no lock.
 func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
-	t := m.tab.Load()
-	for {
-		n := t.slots[h>>t.shift].Load()
-		if n == m.moved {
-			t = t.next.Load()
-			continue
-		}
-		for ; n != nil; n = n.next {
-			if n.hash == h && n.key == k {
-				return n.val, true
-			}
-		}
-		var zero V
-		return zero, false
+	if p := m.Ref(h, k); p != nil {
+		return *p, true
 	}
+	var zero V
+	return zero, false
 }
 
 // Ref returns a pointer to the value of key k, whose hash is h, or nil. The
