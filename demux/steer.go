@@ -148,12 +148,4 @@ func Rendezvous[V any](key func(*Socket[V]) uint64) Selector[V] {
 
 // weight is a member's rendezvous weight for a flow: a mix of both, so
 // that each member's weights are independent across flows.
-func weight(hash uint32, key uint64) uint64 {
-	x := key*0x9e3779b97f4a7c15 ^ uint64(hash)
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
+func weight(hash uint32, key uint64) uint64 { return lookup.Mix(key*0x9e3779b97f4a7c15 ^ uint64(hash)) }

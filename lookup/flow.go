@@ -7,15 +7,16 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 // (DESIGN.md row 11).
 func FlowHash(seed uint64, q *Query) uint32 {
 	h := seed ^ uint64(q.SrcPort)<<16 ^ uint64(q.DstPort)
-	h = mix(h ^ q.Src.Hi)
-	h = mix(h ^ q.Src.Lo)
-	h = mix(h ^ q.Dst.Hi)
-	h = mix(h ^ q.Dst.Lo)
+	h = Mix(h ^ q.Src.Hi)
+	h = Mix(h ^ q.Src.Lo)
+	h = Mix(h ^ q.Dst.Hi)
+	h = Mix(h ^ q.Dst.Lo)
 	return uint32(h >> 32)
 }
 
-// mix is the splitmix64 finalizer.
-func mix(x uint64) uint64 {
+// Mix is the splitmix64 finalizer: a bijection of 64-bit words whose
+// output bits each depend on every input bit.
+func Mix(x uint64) uint64 {
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 27
