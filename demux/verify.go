@@ -8,13 +8,16 @@ import (
 )
 
 // Verify checks the table's invariants and returns an error describing
-// every violation it finds: each open socket's current entry is in exactly
-// its primary slot and its secondary slot, and nothing else is; each slot's
-// count equals its chain's length and its links are consistent; each
-// entry's key and hash match its address; SO_REUSEPORT groups hold exactly
-// their unconnected ReusePort members; the ephemeral-port index matches the
-// sockets. It is a debugging aid for tests: call it when no write is in
-// flight. It costs O(slots + sockets).
+// every violation it finds (DESIGN.md, "Invariants" and "Storage
+// engines"). For the fixed tables: each open socket's current entry is in
+// exactly the primary slot of its port and the secondary slot of its
+// address key, and nothing else is; each slot's count equals its chain's
+// length and its links are consistent; SO_REUSEPORT groups hold exactly
+// their unconnected ReusePort members. For the growing tables, what
+// grow.Engine.Verify checks: port chains, classes and their index nodes,
+// summaries, groups and connected counts. For both: the ephemeral-port
+// index matches the sockets. It is a debugging aid for tests: call it when
+// no write is in flight. It costs O(slots + sockets).
 func (t *Table[V]) Verify() error {
 	var errs []error
 	bad := func(format string, args ...any) {

@@ -1,7 +1,8 @@
 // Package hash2 is the secondary socket table: slots keyed by (local
 // address, local port). The address part of the key is a seeded xxhash of
-// the address's 16-byte form, computed once per socket state and once per
-// lookup; the port is mixed in afterwards with a seeded multiply (see
+// the address's 16-byte form, computed once per lookup (and by writers
+// whenever they need an entry's slot: entries do not keep it); the port is
+// mixed in afterwards with a seeded multiply (see
 // Index), so the exact and wildcard slots of one datagram cost one address
 // hash, not two.
 //
