@@ -41,7 +41,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 		return err
 	}
 	e := &sock.Entry{
-		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Sock: old.Sock},
+		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Sock: old.Sock, Val: old.Val},
 		Owner: old.Owner,
 	}
 	l := localOf(old)

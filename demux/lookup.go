@@ -42,7 +42,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		return nil, zero
 	}
 	h := handle[V](e)
-	return h, h.val
+	return h, *(*V)(e.Val)
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -76,7 +76,7 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p)
 	}
 	for _, e := range rs {
-		if h := handle[V](&e.Face); !yield(h, h.val) {
+		if h := handle[V](&e.Face); !yield(h, *(*V)(e.Val)) {
 			return
 		}
 	}

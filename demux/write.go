@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/netip"
 	"syscall"
+	"unsafe"
 
 	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -29,7 +30,9 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Sock: &s.s}, Owner: o.Owner}
+	box := new(V)
+	*box = v
+	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Sock: &s.s, Val: unsafe.Pointer(box)}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -211,7 +214,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	e := &sock.Entry{
 		Face: sock.Face{
 			Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
-			Seq: old.Seq, Sock: old.Sock, Remote: peer.Addr, RemotePort: peer.Port,
+			Seq: old.Seq, Sock: old.Sock, Val: old.Val, Remote: peer.Addr, RemotePort: peer.Port,
 		},
 		Owner: old.Owner, Peer4: old.Peer4,
 	}

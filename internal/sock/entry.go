@@ -98,16 +98,21 @@ type Face struct {
 	// chains.
 	Seq    uint64
 	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
+	// Val points to a copy of the value the owner attached, typed by the
+	// table (a *V): a lookup reads it from there with no type assertion,
+	// and these small copies sit close together in memory, where the
+	// handles that also hold the value do not.
+	Val unsafe.Pointer
 }
 
 // Entry is one published state of a bound socket. Every field but the
 // nodes' links is immutable after the Entry is linked into a chain.
 //
-// Entries are 112 bytes. The first cache line holds the primary link and
+// Entries are 120 bytes. The first cache line holds the primary link and
 // all that a primary-chain lookup of an unconnected socket scores, with
-// the socket it leads to; the second holds the tie order, the peer and the
-// secondary link. The value the owner attached lives in the public handle,
-// typed, so that no lookup needs a type assertion.
+// the socket it leads to; the second holds the tie order, the peer, the
+// pointer to the owner's value (typed by the table, so that no lookup needs
+// a type assertion) and the secondary link.
 type Entry struct {
 	N1 Node // link in the primary (port) chain
 	Face
