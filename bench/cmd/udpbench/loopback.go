@@ -97,6 +97,7 @@ func (r *runner) loopback() {
 		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
 		ndgrams, max(*lbPayload, 4), senderSockets, where, strategy)
 	dpsOf := map[string]float64{}
+	var limits []string // what limited each row, from its figures
 	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
 		"received/s", "CPU/datagram", "lookup share")
 	for _, nsocks := range rows {
@@ -125,6 +126,9 @@ func (r *runner) loopback() {
 			k.shape, k.m = "", wrongCount
 			r.set(k, float64(res.wrong))
 			dpsOf[recv] = dps
+			if recv == "udpdemux" && !math.IsNaN(res.lookupNs) {
+				limits = append(limits, loopbackLimit(nsocks, perDgram, res.lookupNs, res.sendTime, res.elapsed))
+			}
 			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(*lbPayload, 4)), recv,
 				fmtDur(res.sendTime), fmtInt(int(res.got)), fmtInt(res.sent-int(res.got)),
 				fmtInt(int(res.wrong)), fmtRate(dps), fmtNs(perDgram), share)
@@ -133,6 +137,31 @@ func (r *runner) loopback() {
 		clear(dpsOf)
 	}
 	r.printf("%s\n", tb)
+	if len(limits) > 0 {
+		r.printf("What limited udpdemux's throughput, row by row, from the figures above:\n\n")
+		for _, l := range limits {
+			r.printf("- %s\n", l)
+		}
+		r.printf("\n")
+	}
+}
+
+// loopbackLimit says what limited udpdemux's receiver in one row: the
+// sender, if the receiver kept up with it (it finished within a tenth of
+// the send time); else the table, if its lookups took most of the
+// receiver's CPU; else the system calls and the kernel's receive path.
+func loopbackLimit(nsocks int, cpuPerDgram, lookupNs float64, send, recv time.Duration) string {
+	share := lookupNs / cpuPerDgram
+	what := "the system calls and the kernel's receive path"
+	if share > 0.5 {
+		what = "the table"
+	}
+	s := fmt.Sprintf("%d sockets: the receiver spent %s of CPU per datagram, the table's lookups %s of it (%.1f %%)",
+		nsocks, fmtNs(cpuPerDgram), fmtNs(lookupNs), 100*share)
+	if recv <= send+send/10 {
+		return s + "; it kept up with the sender, whose system calls set the rate; of the receiver's own cost, " + what + " took the most."
+	}
+	return s + "; it fell behind the sender: " + what + " limited it."
 }
 
 // loopbackRatio records the udpdemux ÷ kernel datagrams per second of a
