@@ -21,18 +21,11 @@ const (
 	attackGroup     = "reuseport-group"
 )
 
-func aliasingAttackers(quick bool) int {
-	if quick {
-		return 1000
-	}
-	return 100000
-}
-
 // aliasTargets are the configurations the attack is run against.
 var aliasTargets = []suite.Target{suite.Default, suite.Fixed4096}
 
 func (r *runner) aliasing() {
-	n := aliasingAttackers(r.c.quick)
+	n := aliasingAttackers.at(r.c.quick)
 	r.printf("A victim socket on 10.0.0.1:%d, and a local attacker's %s sockets on 10.0.0.1:%d (%d + 4 096), either "+
 		"each with SO_REUSEADDR (*%s*) or all in one SO_REUSEPORT group (*%s*). In a table of 4 096 slots whose "+
 		"indexes take the port as it is, both ports share every slot: a local tenant can slow down another's port. Datagrams from random sources to the victim; the same lookups in "+
@@ -55,7 +48,7 @@ func (r *runner) aliasing() {
 }
 
 func (r *runner) aliasingGoals() []goal {
-	n := aliasingAttackers(r.c.quick)
+	n := aliasingAttackers.at(r.c.quick)
 	var gs []goal
 	for _, tg := range aliasTargets {
 		var ps []place

@@ -16,15 +16,8 @@ func init() {
 // batchTarget names the batch lookup's figures.
 const batchTarget = "udpdemux LookupBatch"
 
-func batchSize(quick bool) int {
-	if quick {
-		return 10000
-	}
-	return 1000000
-}
-
 func (r *runner) batch() {
-	n := batchSize(r.c.quick)
+	n := batchSize.at(r.c.quick)
 	r.printf("%s sockets on one port at distinct addresses (the same-port shape), udpdemux with `demux.Config{}`; "+
 		"datagrams to the bound sockets in a random order. *LookupBatch*: `Table.LookupBatch` on batches of %d "+
 		"datagrams, time per datagram; *Lookup*: one `Table.Lookup` per datagram; *map floor*: one probe per datagram.\n\n",
@@ -64,7 +57,7 @@ func (r *runner) batch() {
 }
 
 func (r *runner) batchGoals() []goal {
-	n := batchSize(r.c.quick)
+	n := batchSize.at(r.c.quick)
 	k := key{scen: scBatch, n: n, set: suite.SetBound, m: lookupNs}
 	of := func(t string) float64 { k.target = t; return r.val(k) }
 	b := of(batchTarget)

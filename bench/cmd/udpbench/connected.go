@@ -33,14 +33,6 @@ func connectedSizes(quick bool) []int {
 	return []int{1000, 10000, 100000}
 }
 
-// churnCount is how many sockets a write measurement binds and closes.
-func churnCount(quick bool) int {
-	if quick {
-		return 128
-	}
-	return 1024
-}
-
 // churn times binding (and connecting) socks into f and closing them, a
 // median of c.runs, and records the per-socket times under k with the
 // metrics bindNs and closeNs.
@@ -86,7 +78,7 @@ func (r *runner) connected() {
 			if !last {
 				return
 			}
-			b, c := r.churn(fmt.Sprintf("%s churn %s", sh.Name, tg.Name), f, sh.Churn[:churnCount(r.c.quick)],
+			b, c := r.churn(fmt.Sprintf("%s churn %s", sh.Name, tg.Name), f, sh.Churn[:churnCount.at(r.c.quick)],
 				key{scen: scConnected, n: n, target: tg.Name})
 			churn.add(tg.Name, fmtNs(b), fmtNs(c))
 		})
@@ -99,7 +91,7 @@ func (r *runner) connected() {
 	r.printf("Lookup:\n\n%s\n%s\n\n", t, lookupColumns(flatTargets, suite.Default))
 	r.printf("Writes at %s connected sockets: per socket, %s of binding and connecting %d more "+
 		"sockets (gVisor: registering their 4-tuples; the floor: map inserts), then closing them (lower is better):\n\n%s\n",
-		fmtInt(sizes[len(sizes)-1]), rounds(r.c.runs), churnCount(r.c.quick), churn)
+		fmtInt(sizes[len(sizes)-1]), rounds(r.c.runs), churnCount.at(r.c.quick), churn)
 	r.allocNote(all...)
 }
 
@@ -129,15 +121,8 @@ func (r *runner) connectedGoals() []goal {
 	}
 }
 
-func groupSize(quick bool) int {
-	if quick {
-		return 1000
-	}
-	return 100000
-}
-
 func (r *runner) group() {
-	n := groupSize(r.c.quick)
+	n := groupSize.at(r.c.quick)
 	r.printf("%s sockets in one SO_REUSEPORT group on 10.0.0.1:%d; datagrams from random sources, which any member may "+
 		"receive (each contender spreads flows with a hash of its own; the check accepts any member). udpdemux with the "+
 		"default `demux.Config{}`; gVisor with `LoadBalanced` endpoints. The map floor here is one probe of a Go map from "+
@@ -153,7 +138,7 @@ func (r *runner) group() {
 }
 
 func (r *runner) groupGoals() []goal {
-	n := groupSize(r.c.quick)
+	n := groupSize.at(r.c.quick)
 	k := key{scen: scGroup, n: n, set: suite.SetFlows, m: lookupNs}
 	of := func(t suite.Target) float64 { k.target = t.Name; return r.val(k) }
 	return []goal{limit(fmt.Sprintf("SO_REUSEPORT group of %s members: lookup ≤ 2.5× the map floor", fmtInt(n)),

@@ -64,7 +64,7 @@ func (r *runner) scaleDefault() {
 				if shape != shSamePort || n != top {
 					return
 				}
-				b, c := r.churn(fmt.Sprintf("%s churn %s", sh.Name, tg.Name), f, sh.Churn[:churnCount(r.c.quick)],
+				b, c := r.churn(fmt.Sprintf("%s churn %s", sh.Name, tg.Name), f, sh.Churn[:churnCount.at(r.c.quick)],
 					key{scen: scScaleDefault, shape: shape, n: n, target: tg.Name})
 				churn.add(tg.Name, fmtNs(b), fmtNs(c))
 			})
@@ -99,7 +99,7 @@ func (r *runner) scaleDefault() {
 	r.printf("Lookup:\n\n%s\n%s\n\n", look, lookupColumns(flatTargets, suite.Default))
 	r.printf("Writes at %s sockets on one port: per socket, %s of binding %d more sockets on "+
 		"that port (gVisor: registering them; the floor: map inserts), then closing them (lower is better):\n\n%s\n",
-		fmtInt(top), rounds(r.c.runs), churnCount(r.c.quick), churn)
+		fmtInt(top), rounds(r.c.runs), churnCount.at(r.c.quick), churn)
 	r.printf("Heap per socket (lower is better):\n\n%s\n", heap)
 	r.smallTable()
 	r.allocNote(all...)

@@ -39,13 +39,6 @@ func samePortSizes(quick bool) []int {
 	return []int{256, 512, 4096, 65536}
 }
 
-func distinctPortsSize(quick bool) int {
-	if quick {
-		return 10000
-	}
-	return 65000
-}
-
 func (r *runner) samePort() {
 	r.printf("n sockets on port %d at distinct IPv4 addresses (10.0.0.1, …) plus one on 0.0.0.0, all with SO_REUSEADDR; "+
 		"udpdemux with %s slots. *bound*: datagrams to the bound addresses; *wildcard*: datagrams to addresses "+
@@ -67,7 +60,7 @@ func (r *runner) samePort() {
 }
 
 func (r *runner) distinctPorts() {
-	n := distinctPortsSize(r.c.quick)
+	n := distinctPortsSize.at(r.c.quick)
 	r.printf("%s sockets on 0.0.0.0 at distinct ports, udpdemux with %s slots (one port per primary slot); "+
 		"datagrams to 10.0.0.1 at the bound ports. Two-phase pays a probe of the exact-address secondary slot "+
 		"before the wildcard one.\n\n", fmtInt(n), fmtInt(lookupSlots))
@@ -92,7 +85,7 @@ func (r *runner) shapeGoals() []goal {
 			ats = append(ats, at{fmt.Sprintf("same port, %s sockets, %s", fmtInt(n), set), key{scen: scSamePort, n: n, set: set, m: lookupNs}})
 		}
 	}
-	n := distinctPortsSize(r.c.quick)
+	n := distinctPortsSize.at(r.c.quick)
 	ats = append(ats, at{fmt.Sprintf("distinct ports, %s sockets", fmtInt(n)), key{scen: scDistinctPorts, n: n, set: suite.SetBound, m: lookupNs}})
 	of := func(k key, t suite.Target) float64 { k.target = t.Name; return r.val(k) }
 	var floor, gv []place
@@ -215,15 +208,8 @@ func (r *runner) crossover(ks, cross []int) {
 	}
 }
 
-func mixedSize(quick bool) int {
-	if quick {
-		return 5000
-	}
-	return 50000
-}
-
 func (r *runner) mixed() {
-	n := mixedSize(r.c.quick)
+	n := mixedSize.at(r.c.quick)
 	r.printf("A DNS forwarder: 16 service sockets on 10.0.0.1…16 port 53 (SO_REUSEADDR), 8 sockets on 10.0.0.1…8 "+
 		"port 53 connected to one client each, and %s client sockets on 0.0.0.0 at distinct random ports of "+
 		"10000–65535 connected to one of 4 upstream resolvers (their source address becomes one of 10.0.0.1…16). "+
