@@ -129,14 +129,14 @@ func TestKernelConformance(t *testing.T) {
 			t.Fatal(err)
 		}
 		var res result
-		e.th.do(func() { res, err = runScenario(e, seed, index, excuse) })
+		e.th.Do(func() { res, err = runScenario(e, seed, index, excuse) })
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("scenario %d:%d:\n  %s", seed, index, strings.Join(res.trace, "\n  "))
 		if res.fail != nil {
 			var small result
-			e.th.do(func() { small = shrink(e, res, excuse) })
+			e.th.Do(func() { small = shrink(e, res, excuse) })
 			t.Errorf("%s\nminimal reproducer (%d ops):\n  %s", res.fail.msg, len(small.ops), strings.Join(small.trace, "\n  "))
 		}
 		return
@@ -218,7 +218,7 @@ func runSeed(t *testing.T, e *env, seed uint64, n int, excuse feature) *stats {
 	byKind := map[string]int{}
 	var kinds []string
 	start := time.Now()
-	e.th.do(func() {
+	e.th.Do(func() {
 		for i := uint64(0); i < uint64(n); i++ {
 			res, err := runScenario(e, seed, i, excuse)
 			if err != nil {

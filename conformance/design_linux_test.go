@@ -79,7 +79,7 @@ func TestKernelDesignTable(t *testing.T) {
 		ops, want := kernelOps(row)
 		count++
 		var res result
-		e.th.do(func() { res, err = replay(e, ops, deliberate, true) })
+		e.th.Do(func() { res, err = replay(e, ops, deliberate, true) })
 		if err != nil {
 			t.Fatal(err)
 		}

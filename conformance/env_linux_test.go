@@ -5,11 +5,11 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"github.com/udpdemux/udpdemux/internal/osthread"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,56 +24,12 @@ const (
 	soBindToIfindex = 0x3e // SO_BINDTOIFINDEX (Linux 5.0)
 )
 
-// osThread runs functions on one locked OS thread. In root mode that thread
-// has unshared its network namespace: every socket of the test is created
-// there (a socket stays in the namespace it was created in, whichever thread
-// uses it later), and the thread is pinned to one CPU so that a datagram and
-// the sentinel sent after it go through the same loopback backlog, in order.
-// The goroutine never unlocks the thread, so the thread (and with it the
-// namespace, once the last socket is closed) ends when the goroutine does.
-type osThread struct {
-	reqs chan func()
-	done chan struct{}
-}
-
-func startThread(unshare bool) (*osThread, error) {
-	th := &osThread{reqs: make(chan func()), done: make(chan struct{})}
-	errc := make(chan error, 1)
-	go func() {
-		defer close(th.done)
-		runtime.LockOSThread() // never unlocked: the thread dies with this goroutine
-		if unshare {
-			if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
-				errc <- fmt.Errorf("unshare(CLONE_NEWNET): %w", err)
-				return
-			}
-		}
-		if err := pinToOneCPU(); err != nil {
-			errc <- err
-			return
-		}
-		errc <- nil
-		for f := range th.reqs {
-			f()
-		}
-	}()
-	if err := <-errc; err != nil {
-		return nil, err
-	}
-	return th, nil
-}
-
-// do runs f on the thread and waits for it.
-func (th *osThread) do(f func()) {
-	done := make(chan struct{})
-	th.reqs <- func() { defer close(done); f() }
-	<-done
-}
-
-// stop ends the thread (and, in root mode, its namespace).
-func (th *osThread) stop() {
-	close(th.reqs)
-	<-th.done
+// startThread starts the thread every socket of a run is made on: in root
+// mode it has unshared its network namespace, and it is pinned to one CPU
+// so that a datagram and the sentinel sent after it go through the same
+// loopback backlog, in order.
+func startThread(unshare bool) (*osthread.Thread, error) {
+	return osthread.Start(unshare, pinToOneCPU)
 }
 
 // pinToOneCPU restricts the calling thread to the first CPU it may run on.
@@ -112,7 +68,7 @@ type peer struct {
 
 // env is the network the scenarios run in.
 type env struct {
-	th   *osThread
+	th   *osthread.Thread
 	root bool // own namespace, devices, several owners
 
 	devs  []device // lo first
@@ -159,7 +115,7 @@ func setupEnv(forceLoopback bool) (*env, error) {
 		return nil, err
 	}
 	e := &env{th: th, root: root, uid: uint32(os.Getuid()), arrive: map[netip.Addr]int{}}
-	th.do(func() { err = e.setup() })
+	th.Do(func() { err = e.setup() })
 	if err != nil {
 		e.close()
 		return nil, err
@@ -168,7 +124,7 @@ func setupEnv(forceLoopback bool) (*env, error) {
 }
 
 func (e *env) close() {
-	e.th.do(func() {
+	e.th.Do(func() {
 		for _, p := range e.peers {
 			syscall.Close(p.fd)
 		}
@@ -179,7 +135,7 @@ func (e *env) close() {
 			syscall.Close(e.sentTx)
 		}
 	})
-	e.th.stop()
+	e.th.Stop()
 }
 
 func mustAddrs(ss ...string) []netip.Addr {

@@ -5,6 +5,7 @@ package conformance
 import (
 	"errors"
 	"fmt"
+	"github.com/udpdemux/udpdemux/internal/osthread"
 	"net"
 	"net/netip"
 	"os"
@@ -37,7 +38,7 @@ const (
 // rnet is the namespace of these checks: lo, and a veth pair whose d0 end
 // holds 10.9.0.1/24, 2001:db8::1/64 and fe80::1/64.
 type rnet struct {
-	th       *osThread
+	th       *osthread.Thread
 	lo, d0   int // interface indexes
 	sentRx   int
 	sentTx   int
@@ -53,9 +54,9 @@ func setupRnet(bare bool) (*rnet, error) {
 		return nil, err
 	}
 	n := &rnet{th: th}
-	th.do(func() { err = n.setup(bare) })
+	th.Do(func() { err = n.setup(bare) })
 	if err != nil {
-		th.stop()
+		th.Stop()
 		return nil, err
 	}
 	return n, nil
@@ -169,11 +170,11 @@ func (n *rnet) isLocal() (func(netip.Addr, int) bool, error) {
 }
 
 func (n *rnet) close() {
-	n.th.do(func() {
+	n.th.Do(func() {
 		syscall.Close(n.sentRx)
 		syscall.Close(n.sentTx)
 	})
-	n.th.stop()
+	n.th.Stop()
 }
 
 // rstep is one step of a scenario. Devices are named: "lo", "d0" or "".
@@ -340,7 +341,7 @@ func TestKernelRehash(t *testing.T) {
 	require.NoError(t, err)
 	defer n.close()
 	var isLocal func(netip.Addr, int) bool
-	n.th.do(func() { isLocal, err = n.isLocal() })
+	n.th.Do(func() { isLocal, err = n.isLocal() })
 	require.NoError(t, err)
 	cfgs := []demux.Config{{}, {Strategy: demux.OnePhase}, {Strategy: demux.TwoPhase}, {Slots: 256}, {Slots: 256, Strategy: demux.TwoPhase}}
 	for _, sc := range append(rehashScenarios, localScenario()) {
@@ -372,7 +373,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 	fds := map[string]int{}
 	socks := map[string]*demux.Socket[string]{}
 	var names []string
-	defer n.th.do(func() {
+	defer n.th.Do(func() {
 		for _, fd := range fds {
 			syscall.Close(fd)
 		}
@@ -397,7 +398,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			}
 			var fd int
 			var kerr error
-			n.th.do(func() { fd, kerr = rehashBind(o) })
+			n.th.Do(func() { fd, kerr = rehashBind(o) })
 			assert.Equal(t, st.want, errName(kerr), "%s: kernel", where)
 			s, err := tab.Bind(o, st.sock)
 			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
@@ -405,7 +406,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 				fds[st.sock] = fd
 				names = append(names, st.sock)
 			} else if fd >= 0 {
-				n.th.do(func() { syscall.Close(fd) })
+				n.th.Do(func() { syscall.Close(fd) })
 			}
 			if err == nil {
 				socks[st.sock] = s
@@ -417,7 +418,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			}
 			var kerr error
 			var local netip.AddrPort
-			n.th.do(func() {
+			n.th.Do(func() {
 				if kerr = syscall.Connect(fds[st.sock], scopedSockaddr(peer, fds[st.sock])); kerr == nil {
 					local = sockname(fds[st.sock])
 				}
@@ -438,16 +439,16 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
 		case "ip":
 			var err error
-			n.th.do(func() { err = ipCmd(st.args...) })
+			n.th.Do(func() { err = ipCmd(st.args...) })
 			require.NoError(t, err, where)
 		case "disconnect":
 			var kerr error
-			n.th.do(func() { kerr = disconnect(fds[st.sock]) })
+			n.th.Do(func() { kerr = disconnect(fds[st.sock]) })
 			require.NoError(t, kerr, where)
 			require.NoError(t, socks[st.sock].Disconnect(), where)
 		case "setdev":
 			var kerr error
-			n.th.do(func() {
+			n.th.Do(func() {
 				kerr = syscall.SetsockoptInt(fds[st.sock], syscall.SOL_SOCKET, soBindToIfindex, devOf(st.dev))
 			})
 			require.NoError(t, kerr, where)
@@ -456,7 +457,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			src, dst := netip.MustParseAddrPort(st.peer), netip.MustParseAddrPort(st.dst)
 			var got string
 			var kerr error
-			n.th.do(func() { got, kerr = n.send(src, dst, names, fds) })
+			n.th.Do(func() { got, kerr = n.send(src, dst, names, fds) })
 			require.NoError(t, kerr, where)
 			assert.Equal(t, st.want, got, "%s %v → %v: kernel", where, src, dst)
 			s, v := tab.Lookup(src, dst, n.lo)
@@ -469,7 +470,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 		for _, name := range names {
 			var k netip.AddrPort
 			var kdev int
-			n.th.do(func() {
+			n.th.Do(func() {
 				k = scopedSockname(fds[name])
 				kdev, _ = syscall.GetsockoptInt(fds[name], syscall.SOL_SOCKET, soBindToIfindex)
 			})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/internal/osthread"
 )
 
 // The loopback scenario is the 2009 tester on real sockets: a sender
@@ -74,13 +75,21 @@ func (r *runner) loopback() {
 	where := "the host's loopback"
 	run := func(f func()) { f() }
 	if os.Geteuid() == 0 {
-		th, err := newNetnsThread()
+		// A thread in a network namespace of its own with loopback up:
+		// sockets made there stay there, and the sender process started
+		// there inherits it.
+		th, err := osthread.Start(true, func() error {
+			if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+				return fmt.Errorf("ip link set lo up: %v: %s", err, out)
+			}
+			return nil
+		})
 		if err != nil {
 			r.fail("loopback: a network namespace of its own: %v", err)
 			return
 		}
-		defer th.stop()
-		run, where = th.do, "the loopback of a network namespace of its own"
+		defer th.Stop()
+		run, where = th.Do, "the loopback of a network namespace of its own"
 	}
 	r.printf("A sender process sends %d datagrams of %d bytes to each of *nsocks* addresses 127.1.x.y on one port, "+
 		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Two receivers take them in turn: "+
