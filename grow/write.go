@@ -165,7 +165,7 @@ func (g *Engine) update(e *sock.Entry, f func(heads) heads) {
 	kh := g.hashAddr(key)
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
-		h := g.connHash(kh, hash2Remote(g, e.Remote), e.Port, e.RemotePort)
+		h := g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort)
 		g.conns.Update(h, k, func(old heads, _ bool) (heads, bool) {
 			hd := f(old)
 			return hd, hd.first != nil
@@ -177,8 +177,6 @@ func (g *Engine) update(e *sock.Entry, f func(heads) heads) {
 		return hd, hd.first != nil
 	})
 }
-
-func hash2Remote(g *Engine, a sock.Addr16) uint64 { return g.hashAddr(a) }
 
 // insert links e into its class, keeping the class newest first (by Seq:
 // for the 4-tuple table, the order of first connects). The caller holds
