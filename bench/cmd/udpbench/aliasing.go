@@ -7,14 +7,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-const scAliasing scenarioID = "aliasing"
-
-func init() {
-	register(scenario{id: scAliasing, order: 130, title: "Port aliasing attack",
-		run: (*runner).aliasing, goals: (*runner).aliasingGoals})
-	register(scenario{id: "everywhere", order: 1000, title: "", goals: (*runner).everywhereGoals})
-}
-
 // The aliasing scenario's attacks.
 const (
 	attackReuseAddr = "reuseaddr"

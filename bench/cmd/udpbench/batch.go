@@ -6,13 +6,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-const scBatch scenarioID = "batch"
-
-func init() {
-	register(scenario{id: scBatch, order: 120, title: "Batch lookups (default Config)",
-		run: (*runner).batch, goals: (*runner).batchGoals})
-}
-
 // batchTarget names the batch lookup's figures.
 const batchTarget = "udpdemux LookupBatch"
 

@@ -6,17 +6,9 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"time"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
-
-const scBind0 scenarioID = "bind0"
-
-func init() {
-	register(scenario{id: scBind0, order: 70, title: "bind(0) by occupancy, and the livelock reproducer",
-		run: (*runner).bind0, goals: (*runner).bind0Goals})
-}
 
 // bind0Frees are the numbers of free ports the scenario measures.
 var bind0Frees = []int{5000, 100, 10, 1, 0}
@@ -142,10 +134,7 @@ func bind0X(free int) float64 {
 // repro runs the reproducer of the bind(0) livelock.
 func (r *runner) repro() {
 	const g, free = 64, 128
-	d := 2 * time.Second
-	if r.c.quick {
-		d = 200 * time.Millisecond
-	}
+	d := reproTime.at(r.c.quick)
 	r.printf("**The bind(0) livelock reproducer**: the same range, all but %d ports (scattered) in use; %d goroutines "+
 		"each loop: bind(0) on 0.0.0.0, close the sockets on the two neighbouring ports (binding a port again when "+
 		"its socket was one of those filled in before the run, so that the range stays almost full), close its own "+

@@ -8,20 +8,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-// The scenarios of the growing tables.
-const (
-	scConnected    scenarioID = "connected"
-	scScaleDefault scenarioID = "scale-default"
-	scGroup        scenarioID = "reuseport-group"
-)
-
-func init() {
-	register(scenario{id: scConnected, order: 80, title: "Connected sockets on one address and port (default Config)",
-		run: (*runner).connected, goals: (*runner).connectedGoals})
-	register(scenario{id: scGroup, order: 100, title: "A large SO_REUSEPORT group (default Config)",
-		run: (*runner).group, goals: (*runner).groupGoals})
-}
-
 // flatTargets are the contenders of the growing-table scenarios: udpdemux
 // as demux.Config{} makes it, gVisor and the map floor.
 var flatTargets = []suite.Target{suite.Default, suite.GVisor, suite.Floor}

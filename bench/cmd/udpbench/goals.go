@@ -79,7 +79,7 @@ func limit(text string, ps []place, atMost bool, max float64, show func(float64)
 // run's figures, first in the report.
 func (r *runner) goals() {
 	var gs []goal
-	for _, s := range registered() {
+	for _, s := range scenarios {
 		if s.goals != nil {
 			gs = append(gs, s.goals(r)...)
 		}

@@ -44,13 +44,41 @@ func TestFaster(t *testing.T) {
 	assert.Equal(t, "—", fmtFaster(math.NaN()))
 }
 
+// TestUnits checks each figure's unit on both sides of every step.
+func TestUnits(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	for _, tc := range []struct {
+		f    func(float64) string
+		v    float64
+		want string
+	}{
+		{fmtNs, 9.5, "9.50 ns"}, {fmtNs, 10, "10.0 ns"}, {fmtNs, 999, "999.0 ns"}, {fmtNs, 1000, "1 µs"},
+		{fmtNs, 12345, "12.3 µs"}, {fmtNs, 2.5e6, "2.5 ms"}, {fmtNs, nan, "—"},
+		{fmtX, 9.99, "9.99×"}, {fmtX, 10, "10.0×"}, {fmtX, 99.9, "99.9×"}, {fmtX, 100, "100×"}, {fmtX, inf, "—"},
+		{fmtRate, 999, "999 /s"}, {fmtRate, 1000, "1.0 k/s"}, {fmtRate, 999999, "1000.0 k/s"}, {fmtRate, 2.5e6, "2.50 M/s"},
+		{fmtBytes, 1023, "1023 B"}, {fmtBytes, 1024, "1.0 KiB"}, {fmtBytes, 3 << 20, "3.0 MiB"}, {fmtBytes, nan, "—"},
+	} {
+		assert.Equal(t, tc.want, tc.f(tc.v), "%v", tc.v)
+	}
+}
+
+// TestScenarioIDsUnique checks that no two scenarios share a name, by
+// which -scenarios picks them and their figures are keyed.
+func TestScenarioIDsUnique(t *testing.T) {
+	seen := map[scenarioID]bool{}
+	for _, s := range scenarios {
+		assert.False(t, seen[s.id], "scenario %s listed twice", s.id)
+		seen[s.id] = true
+	}
+}
+
 // TestGoalsReadTheirScenariosFigures runs no scenario and checks that
 // every registered goal then reads NOT MEASURED: none passes on figures
 // that nobody wrote.
 func TestGoalsReadTheirScenariosFigures(t *testing.T) {
 	r := &runner{vals: map[key]float64{}}
 	n := 0
-	for _, s := range registered() {
+	for _, s := range scenarios {
 		if s.goals == nil {
 			continue
 		}

@@ -61,12 +61,7 @@ func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Tar
 		}
 		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 		f, cost, err := suite.Prepare(t, sh, o)
-		if errors.Is(err, suite.ErrBudget) {
-			r.notMeasured("%v", err)
-			continue
-		}
-		if err != nil {
-			r.fail("%v", err)
+		if r.gaveUp("", err) {
 			continue
 		}
 		res.cost[t.Name] = cost
@@ -89,11 +84,25 @@ func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Tar
 }
 
 // buildBudget is the longest a scenario may spend building one table.
-func (r *runner) buildBudget() time.Duration {
-	if r.c.quick {
-		return 15 * time.Second
+func (r *runner) buildBudget() time.Duration { return tableBudget.at(r.c.quick) }
+
+// gaveUp reports whether err, if not nil, ends a measurement: a table
+// that could not be built within its budget leaves the measurement not
+// measured, any other error fails the run. what, if not empty, names the
+// measurement in the message.
+func (r *runner) gaveUp(what string, err error) bool {
+	if err == nil {
+		return false
 	}
-	return 60 * time.Second
+	if what != "" {
+		err = fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, suite.ErrBudget) {
+		r.notMeasured("%v", err)
+	} else {
+		r.fail("%v", err)
+	}
+	return true
 }
 
 // notMeasured reports, in the current section, on stderr and under the

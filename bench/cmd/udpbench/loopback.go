@@ -34,14 +34,6 @@ var (
 // table's rows, from 512 down, each with -ndgrams datagrams per socket.
 var loopbackRows = []int{512, 128, 32, 8}
 
-const scLoopback scenarioID = "loopback"
-
-// Registration: the one place that ties the scenario to the runner.
-func init() {
-	register(scenario{id: scLoopback, order: 140, title: "Loopback: the 2009 tester on real sockets",
-		run: (*runner).loopback, goals: (*runner).loopbackGoals})
-}
-
 // Figures of the scenario: shapes of its ratioX keys.
 const (
 	lbVsKernel    = "received/s ÷ kernel's"

@@ -10,13 +10,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-const scParallel scenarioID = "parallel"
-
-func init() {
-	register(scenario{id: scParallel, order: 60, title: "Parallel lookups, with and without a writer",
-		run: (*runner).parallel, goals: (*runner).parallelGoals})
-}
-
 // shapeAt is a shape of a scenario: its family and size.
 type shapeAt struct {
 	shape string // shSamePort or shDistinctPorts
@@ -40,10 +33,7 @@ func parallelShapes(quick bool) []shapeAt {
 }
 
 func (r *runner) parallel() {
-	d := 500 * time.Millisecond
-	if r.c.quick {
-		d = 100 * time.Millisecond
-	}
+	d := parallelTime.at(r.c.quick)
 	r.printf("Lookups of the *bound* datagrams on 1 and 2 goroutines (this machine has %d logical CPUs, GOMAXPROCS %d) "+
 		"for %v per measurement, median of %d; with no writer, with a writer binding and closing a socket %d times a "+
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+

@@ -1,18 +1,32 @@
 package main
 
-import "slices"
-
 // scenarioID names a scenario on the command line (-scenarios) and in the
 // keys of its figures.
 type scenarioID string
 
-// scenario is one part of the suite. Each lives in a file of its own and
-// registers itself from an init function.
+// The scenarios' names.
+const (
+	scSamePort      scenarioID = "same-port"
+	scDistinctPorts scenarioID = "distinct-ports"
+	scSweep         scenarioID = "per-port-sweep"
+	scMixed         scenarioID = "mixed"
+	scScale         scenarioID = "scale"
+	scParallel      scenarioID = "parallel"
+	scBind0         scenarioID = "bind0"
+	scConnected     scenarioID = "connected"
+	scScaleDefault  scenarioID = "scale-default"
+	scGroup         scenarioID = "reuseport-group"
+	scResize        scenarioID = "resize"
+	scBatch         scenarioID = "batch"
+	scAliasing      scenarioID = "aliasing"
+	scLoopback      scenarioID = "loopback"
+	scEverywhere    scenarioID = "everywhere"
+)
+
+// scenario is one part of the suite.
 type scenario struct {
 	id    scenarioID
 	title string
-	// order places the scenario in the run and the report (ascending).
-	order int
 	// run runs the scenario; nil for an entry that only judges goals on
 	// the figures of others.
 	run func(*runner)
@@ -22,31 +36,34 @@ type scenario struct {
 	goals func(*runner) []goal
 }
 
-var registry []scenario
-
-// register adds a scenario to the suite.
-func register(s scenario) {
-	if slices.ContainsFunc(registry, func(o scenario) bool { return o.id == s.id }) {
-		panic("udpbench: scenario " + string(s.id) + " registered twice")
-	}
-	registry = append(registry, s)
+// scenarios is the suite, in the order of the run and the report.
+var scenarios = []scenario{
+	{scSamePort, "Same port, many addresses (fixed 65 536 slots)", (*runner).samePort, (*runner).shapeGoals},
+	{scDistinctPorts, "One socket per port (fixed 65 536 slots)", (*runner).distinctPorts, nil},
+	{scSweep, "Sweep of sockets per port: where the secondary table pays off", (*runner).sweep, nil},
+	{scMixed, "Mixed service: a DNS forwarder", (*runner).mixed, nil},
+	{scScale, "Scale with fixed 65 536 slots: lookup, bind and heap from 1 000 sockets up", (*runner).scale, (*runner).scaleGoals},
+	{scParallel, "Parallel lookups, with and without a writer", (*runner).parallel, (*runner).parallelGoals},
+	{scBind0, "bind(0) by occupancy, and the livelock reproducer", (*runner).bind0, (*runner).bind0Goals},
+	{scConnected, "Connected sockets on one address and port (default Config)", (*runner).connected, (*runner).connectedGoals},
+	{scScaleDefault, "Scale with the default Config: lookup, writes and heap up to 1 000 000 sockets", (*runner).scaleDefault, (*runner).scaleDefaultGoals},
+	{scGroup, "A large SO_REUSEPORT group (default Config)", (*runner).group, (*runner).groupGoals},
+	{scResize, "Resize under load: growing while two goroutines look up", (*runner).resize, (*runner).resizeGoals},
+	{scBatch, "Batch lookups (default Config)", (*runner).batch, (*runner).batchGoals},
+	{scAliasing, "Port aliasing attack", (*runner).aliasing, (*runner).aliasingGoals},
+	{scLoopback, "Loopback: the 2009 tester on real sockets", (*runner).loopback, (*runner).loopbackGoals},
+	// Goals that hold for the figures of every scenario.
+	{scEverywhere, "", nil, (*runner).everywhereGoals},
 }
 
 // runnable returns the scenarios that run, in order: all but the entries
 // that only judge goals.
 func runnable() []scenario {
 	var s []scenario
-	for _, sc := range registered() {
+	for _, sc := range scenarios {
 		if sc.run != nil {
 			s = append(s, sc)
 		}
 	}
-	return s
-}
-
-// registered returns the scenarios in order.
-func registered() []scenario {
-	s := slices.Clone(registry)
-	slices.SortStableFunc(s, func(a, b scenario) int { return a.order - b.order })
 	return s
 }

@@ -1,20 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
-
-const scResize scenarioID = "resize"
-
-func init() {
-	register(scenario{id: scResize, order: 110, title: "Resize under load: growing while two goroutines look up",
-		run: (*runner).resize, goals: (*runner).resizeGoals})
-}
 
 func resizeSizes(quick bool) (from, to int) {
 	if quick {
@@ -36,12 +28,7 @@ func (r *runner) resize() {
 		"time the goroutine was descheduled (3 goroutines share the CPUs). One run.\n\n",
 		fmtInt(from), fmtInt(to), g)
 	res, err := suite.Resize(from, to, g, r.c.seed, 2*r.buildBudget())
-	if errors.Is(err, suite.ErrBudget) {
-		r.notMeasured("resize: %v", err)
-		return
-	}
-	if err != nil {
-		r.fail("resize: %v", err)
+	if r.gaveUp("resize", err) {
 		return
 	}
 	if res.Wrong > 0 {

@@ -8,13 +8,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-const scScale scenarioID = "scale"
-
-func init() {
-	register(scenario{id: scScale, order: 50, title: "Scale with fixed 65 536 slots: lookup, bind and heap from 1 000 sockets up",
-		run: (*runner).scale, goals: (*runner).scaleGoals})
-}
-
 // The shapes of the scale scenarios.
 const (
 	shSamePort      = "same-port"

@@ -2,16 +2,10 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
-
-func init() {
-	register(scenario{id: scScaleDefault, order: 90, title: "Scale with the default Config: lookup, writes and heap up to 1 000 000 sockets",
-		run: (*runner).scaleDefault, goals: (*runner).scaleDefaultGoals})
-}
 
 // The shapes of the default-Config scale scenario.
 const shMixed = "mixed"
@@ -130,19 +124,6 @@ func (r *runner) smallTable() {
 		t.add(tg.Name, fmtBytes(float64(c.Heap)))
 	}
 	r.printf("A small table: the whole growth of the live heap for %d sockets on one port (lower is better):\n\n%s\n", smallSockets, t)
-}
-
-// fmtBytes formats a size in bytes.
-func fmtBytes(b float64) string {
-	switch {
-	case math.IsNaN(b):
-		return "—"
-	case b < 1024:
-		return fmt.Sprintf("%.0f B", b)
-	case b < 1<<20:
-		return fmt.Sprintf("%.1f KiB", b/1024)
-	}
-	return fmt.Sprintf("%.1f MiB", b/(1<<20))
 }
 
 func (r *runner) scaleDefaultGoals() []goal {

@@ -13,25 +13,6 @@ import (
 // in the 2009 threads.
 const lookupSlots = 65536
 
-// The scenarios of the 2009 shapes.
-const (
-	scSamePort      scenarioID = "same-port"
-	scDistinctPorts scenarioID = "distinct-ports"
-	scSweep         scenarioID = "per-port-sweep"
-	scMixed         scenarioID = "mixed"
-)
-
-func init() {
-	register(scenario{id: scSamePort, order: 10, title: "Same port, many addresses (fixed 65 536 slots)",
-		run: (*runner).samePort, goals: (*runner).shapeGoals})
-	register(scenario{id: scDistinctPorts, order: 20, title: "One socket per port (fixed 65 536 slots)",
-		run: (*runner).distinctPorts})
-	register(scenario{id: scSweep, order: 30, title: "Sweep of sockets per port: where the secondary table pays off",
-		run: (*runner).sweep})
-	register(scenario{id: scMixed, order: 40, title: "Mixed service: a DNS forwarder",
-		run: (*runner).mixed})
-}
-
 func samePortSizes(quick bool) []int {
 	if quick {
 		return []int{256, 4096}

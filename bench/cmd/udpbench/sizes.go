@@ -1,10 +1,13 @@
 package main
 
-// size is a scenario's size: small with -quick, full otherwise.
-type size struct{ quick, full int }
+import "time"
 
-// at returns the size for a quick run or a full one.
-func (s size) at(quick bool) int {
+// byRun is a scenario's parameter that depends on the run: small with
+// -quick, full otherwise.
+type byRun[T any] struct{ quick, full T }
+
+// at returns the value for a quick run or a full one.
+func (s byRun[T]) at(quick bool) T {
 	if quick {
 		return s.quick
 	}
@@ -13,11 +16,21 @@ func (s size) at(quick bool) int {
 
 // The scenarios' sizes.
 var (
-	aliasingAttackers = size{1000, 100000}
-	batchSize         = size{10000, 1000000}
+	aliasingAttackers = byRun[int]{1000, 100000}
+	batchSize         = byRun[int]{10000, 1000000}
 	// churnCount is how many sockets a write measurement binds and closes.
-	churnCount        = size{128, 1024}
-	groupSize         = size{1000, 100000}
-	distinctPortsSize = size{10000, 65000}
-	mixedSize         = size{5000, 50000}
+	churnCount        = byRun[int]{128, 1024}
+	groupSize         = byRun[int]{1000, 100000}
+	distinctPortsSize = byRun[int]{10000, 65000}
+	mixedSize         = byRun[int]{5000, 50000}
+)
+
+// The scenarios' durations.
+var (
+	// tableBudget is the longest a scenario may spend building one table.
+	tableBudget = byRun[time.Duration]{15 * time.Second, 60 * time.Second}
+	// parallelTime is the length of one parallel measurement.
+	parallelTime = byRun[time.Duration]{100 * time.Millisecond, 500 * time.Millisecond}
+	// reproTime is how long the bind(0) reproducer runs per contender.
+	reproTime = byRun[time.Duration]{200 * time.Millisecond, 2 * time.Second}
 )

@@ -63,35 +63,48 @@ func (t *table) String() string {
 	return b.String()
 }
 
-// fmtNs formats a duration in nanoseconds with a unit.
-func fmtNs(ns float64) string {
-	switch {
-	case math.IsNaN(ns):
-		return "—"
-	case ns < 10:
-		return fmt.Sprintf("%.2f ns", ns)
-	case ns < 1000:
-		return fmt.Sprintf("%.1f ns", ns)
-	case ns < 1e6:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	default:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	}
+// units is a scale of units, smallest first: a value is shown in the
+// first unit it is below, divided by div, with format.
+type units []struct {
+	below, div float64
+	format     string
 }
 
-// fmtX formats a ratio.
-func fmtX(x float64) string {
-	switch {
-	case math.IsNaN(x) || math.IsInf(x, 0):
+// show formats v in its unit; NaN (a missing figure) and ±Inf (a ratio to
+// a zero one) show as —.
+func (us units) show(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return "—"
-	case x >= 100:
-		return fmt.Sprintf("%.0f×", x)
-	case x >= 10:
-		return fmt.Sprintf("%.1f×", x)
-	default:
-		return fmt.Sprintf("%.2f×", x)
 	}
+	u := us[len(us)-1]
+	for _, c := range us {
+		if v < c.below {
+			u = c
+			break
+		}
+	}
+	return fmt.Sprintf(u.format, v/u.div)
 }
+
+// The scales of the report's figures.
+var (
+	nsUnits    = units{{10, 1, "%.2f ns"}, {1e3, 1, "%.1f ns"}, {1e6, 1e3, "%.3g µs"}, {math.Inf(1), 1e6, "%.3g ms"}}
+	xUnits     = units{{10, 1, "%.2f×"}, {100, 1, "%.1f×"}, {math.Inf(1), 1, "%.0f×"}}
+	rateUnits  = units{{1e3, 1, "%.0f /s"}, {1e6, 1e3, "%.1f k/s"}, {math.Inf(1), 1e6, "%.2f M/s"}}
+	bytesUnits = units{{1024, 1, "%.0f B"}, {1 << 20, 1024, "%.1f KiB"}, {math.Inf(1), 1 << 20, "%.1f MiB"}}
+)
+
+// fmtNs formats a duration in nanoseconds with a unit.
+func fmtNs(ns float64) string { return nsUnits.show(ns) }
+
+// fmtX formats a ratio.
+func fmtX(x float64) string { return xUnits.show(x) }
+
+// fmtRate formats a rate per second.
+func fmtRate(r float64) string { return rateUnits.show(r) }
+
+// fmtBytes formats a size in bytes.
+func fmtBytes(b float64) string { return bytesUnits.show(b) }
 
 // fmtFaster formats how many times faster something is, given its
 // speed-up x (the other's time divided by its own): "2.50× faster", or
@@ -104,18 +117,6 @@ func fmtFaster(x float64) string {
 		return fmtX(x) + " faster"
 	}
 	return fmtX(1/x) + " slower"
-}
-
-// fmtRate formats a rate per second.
-func fmtRate(r float64) string {
-	switch {
-	case r >= 1e6:
-		return fmt.Sprintf("%.2f M/s", r/1e6)
-	case r >= 1e3:
-		return fmt.Sprintf("%.1f k/s", r/1e3)
-	default:
-		return fmt.Sprintf("%.0f /s", r)
-	}
 }
 
 // fmtInt formats an integer with its digits in groups of three.
