@@ -22,13 +22,22 @@ import (
 // two receivers take them in turn — udpdemux through its kernel-socket
 // adapter (one wildcard kernel socket, the table picks the socket) and the
 // kernel itself (nsocks sockets, one per address, the kernel's UDP lookup
-// picks). Its own flags set one row; without -nsocks it runs the four rows.
-var (
-	lbNsocks   = flag.Int("nsocks", 0, "loopback scenario: sockets (addresses) of one row (default: the four rows 512, 128, 32, 8)")
-	lbNdgrams  = flag.Int("ndgrams", 2000, "loopback scenario: datagrams sent to each socket")
-	lbPayload  = flag.Int("payload", 64, "loopback scenario: payload bytes per datagram (at least 4)")
-	lbStrategy = flag.String("strategy", "hybrid", "loopback scenario: udpdemux lookup strategy (hybrid, one-phase, two-phase)")
-)
+// picks).
+
+// loopbackFlags are the loopback scenario's own flags, which set one row;
+// without -nsocks it runs the four rows.
+type loopbackFlags struct {
+	nsocks, ndgrams, payload int
+	strategy                 string
+}
+
+// define defines the loopback scenario's flags.
+func (l *loopbackFlags) define() {
+	flag.IntVar(&l.nsocks, "nsocks", 0, "loopback scenario: sockets (addresses) of one row (default: the four rows 512, 128, 32, 8)")
+	flag.IntVar(&l.ndgrams, "ndgrams", 2000, "loopback scenario: datagrams sent to each socket")
+	flag.IntVar(&l.payload, "payload", 64, "loopback scenario: payload bytes per datagram (at least 4)")
+	flag.StringVar(&l.strategy, "strategy", "hybrid", "loopback scenario: udpdemux lookup strategy (hybrid, one-phase, two-phase)")
+}
 
 // loopbackRows are the rows run without -nsocks: the sockets of the 2009
 // table's rows, from 512 down, each with -ndgrams datagrams per socket.
@@ -51,16 +60,16 @@ type lbResult struct {
 }
 
 func (r *runner) loopback() {
-	strategy, err := parseStrategy(*lbStrategy)
+	strategy, err := parseStrategy(r.c.loopback.strategy)
 	if err != nil {
 		r.fail("loopback: %v", err)
 		return
 	}
 	rows := loopbackRows
-	if *lbNsocks > 0 {
-		rows = []int{*lbNsocks}
+	if r.c.loopback.nsocks > 0 {
+		rows = []int{r.c.loopback.nsocks}
 	}
-	ndgrams := *lbNdgrams
+	ndgrams := r.c.loopback.ndgrams
 	if r.c.quick {
 		ndgrams = min(ndgrams, 20)
 	}
@@ -96,7 +105,7 @@ func (r *runner) loopback() {
 		"lookups. While the sender is the bottleneck, both receivers receive at its rate: compare CPU per datagram "+
 		"then. Every datagram's payload names "+
 		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
-		ndgrams, max(*lbPayload, 4), senderSockets, where, strategy)
+		ndgrams, max(r.c.loopback.payload, 4), senderSockets, where, strategy)
 	dpsOf := map[string]float64{}
 	var limits []string // what limited each row, from its figures
 	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
@@ -106,7 +115,7 @@ func (r *runner) loopback() {
 			r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
 			var res lbResult
 			var err error
-			run(func() { res, err = loopbackRun(recv, nsocks, ndgrams, *lbPayload, strategy) })
+			run(func() { res, err = loopbackRun(recv, nsocks, ndgrams, r.c.loopback.payload, strategy) })
 			if err != nil {
 				r.fail("loopback %d × %d, %s: %v", nsocks, ndgrams, recv, err)
 				continue
@@ -130,7 +139,7 @@ func (r *runner) loopback() {
 			if recv == "udpdemux" && !math.IsNaN(res.lookupNs) {
 				limits = append(limits, loopbackLimit(nsocks, perDgram, res.lookupNs, res.sendTime, res.elapsed))
 			}
-			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(*lbPayload, 4)), recv,
+			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(r.c.loopback.payload, 4)), recv,
 				fmtDur(res.sendTime), fmtInt(int(res.got)), fmtInt(res.sent-int(res.got)),
 				fmtInt(int(res.wrong)), fmtRate(dps), fmtNs(perDgram), share)
 		}

@@ -47,6 +47,7 @@ type config struct {
 	runs      int
 	seed      uint64
 	kernel    bool
+	loopback  loopbackFlags
 }
 
 func main() {
@@ -100,6 +101,7 @@ func parseFlags() (config, error) {
 	flag.BoolVar(&c.quick, "quick", false, "run a small version of everything (for CI; prints only the goals' verdicts)")
 	flag.BoolVar(&c.verbose, "v", false, "report every measurement on stderr (the default without -quick)")
 	flag.BoolVar(&c.write, "write-results", false, "also write RESULTS.md and plots/ into the bench directory, the committed record (full runs of every scenario only)")
+	c.loopback.define()
 	flag.StringVar(&c.out, "out", "", "directory for RESULTS.md and the plots (default out, or out/quick with -quick; git ignores bench/out)")
 	flag.Usage = func() {
 		w := flag.CommandLine.Output()
