@@ -13,7 +13,8 @@ type Case struct {
 	Ops  []Op
 }
 
-// Cases are the fixed sequences.
+// Cases are the fixed sequences, written with the constructors below:
+// sockets are named by the index of the op that bound them, as in Op.
 var Cases = []Case{
 	{
 		// Two dual-stack sockets on one port hold the IPv4 placeholder
@@ -24,13 +25,13 @@ var Cases = []Case{
 		// Linux 6.18).
 		Name: "placeholder fallback: remembered IPv4 peer scores",
 		Ops: []Op{
-			{Kind: Bind, Opts: demux.Options{Addr: addr("::"), Port: 7000, ReuseAddr: true, Device: 2}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("::"), Port: 7000, ReuseAddr: true}},
-			{Kind: Connect, Ref: 0, Remote: netip.MustParseAddrPort("[::2]:9000"), Local: addr("::1")},
-			{Kind: Connect, Ref: 1, Remote: netip.MustParseAddrPort("[::2]:9000"), Local: addr("::1")},
-			{Kind: Connect, Ref: 1, Remote: netip.MustParseAddrPort("10.0.0.1:9000")},
-			{Kind: Connect, Ref: 1, Remote: netip.MustParseAddrPort("[::2]:9000")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.1:9000"), Dst: netip.MustParseAddrPort("127.0.0.6:7000"), Ifindex: 2},
+			bind("[::]:7000", demux.Options{ReuseAddr: true, Device: 2}),
+			bind("[::]:7000", demux.Options{ReuseAddr: true}),
+			connect(0, "[::2]:9000", "::1"),
+			connect(1, "[::2]:9000", "::1"),
+			connect(1, "10.0.0.1:9000", ""),
+			connect(1, "[::2]:9000", ""),
+			lookup("10.0.0.1:9000", "127.0.0.6:7000", 2),
 		},
 	},
 	{
@@ -43,25 +44,25 @@ var Cases = []Case{
 		// precedence (all checked on Linux 6.18).
 		Name: "connect without a source keeps the wildcard",
 		Ops: []Op{
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7100, ReuseAddr: true}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7100, ReuseAddr: true}},
-			{Kind: Connect, Ref: 1, Remote: netip.MustParseAddrPort("10.0.0.2:6000"), Local: addr("0.0.0.0")},
-			{Kind: Connect, Ref: 0, Remote: netip.MustParseAddrPort("10.0.0.2:6000"), Local: addr("0.0.0.0")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.2:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7100"), Ifindex: 1},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.3:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7100"), Ifindex: 1},
-			{Kind: Connect, Ref: 0, Remote: netip.MustParseAddrPort("10.0.0.2:6000"), Local: addr("::")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("::"), Port: 7101}},
-			{Kind: Connect, Ref: 7, Remote: netip.MustParseAddrPort("10.0.0.2:6000"), Local: addr("::ffff:0.0.0.0")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.2:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7101"), Ifindex: 1},
-			{Kind: Connect, Ref: 7, Remote: netip.MustParseAddrPort("[::2]:6000"), Local: addr("::")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("::"), Port: 7102, V6Only: true}},
-			{Kind: Connect, Ref: 11, Remote: netip.MustParseAddrPort("[::2]:6000"), Local: addr("::")},
-			{Kind: Connect, Ref: 11, Remote: netip.MustParseAddrPort("[::2]:6000"), Local: addr("0.0.0.0")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("127.0.0.9"), Port: 7100, ReuseAddr: true, Device: 1}},
-			{Kind: Connect, Ref: 14, Remote: netip.MustParseAddrPort("10.0.0.2:6000")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.2:6000"), Dst: netip.MustParseAddrPort("127.0.0.9:7100"), Ifindex: 1},
-			{Kind: Connect, Ref: 0, Remote: netip.MustParseAddrPort("10.0.0.2:6000"), Local: addr("127.0.0.9")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("10.0.0.2:6000"), Dst: netip.MustParseAddrPort("127.0.0.9:7100"), Ifindex: 1},
+			bind("0.0.0.0:7100", demux.Options{ReuseAddr: true}),
+			bind("0.0.0.0:7100", demux.Options{ReuseAddr: true}),
+			connect(1, "10.0.0.2:6000", "0.0.0.0"),
+			connect(0, "10.0.0.2:6000", "0.0.0.0"),
+			lookup("10.0.0.2:6000", "127.0.0.1:7100", 1),
+			lookup("10.0.0.3:6000", "127.0.0.1:7100", 1),
+			connect(0, "10.0.0.2:6000", "::"),
+			bind("[::]:7101", demux.Options{}),
+			connect(7, "10.0.0.2:6000", "::ffff:0.0.0.0"),
+			lookup("10.0.0.2:6000", "127.0.0.1:7101", 1),
+			connect(7, "[::2]:6000", "::"),
+			bind("[::]:7102", demux.Options{V6Only: true}),
+			connect(11, "[::2]:6000", "::"),
+			connect(11, "[::2]:6000", "0.0.0.0"),
+			bind("127.0.0.9:7100", demux.Options{ReuseAddr: true, Device: 1}),
+			connect(14, "10.0.0.2:6000", ""),
+			lookup("10.0.0.2:6000", "127.0.0.9:7100", 1),
+			connect(0, "10.0.0.2:6000", "127.0.0.9"),
+			lookup("10.0.0.2:6000", "127.0.0.9:7100", 1),
 		},
 	},
 	{
@@ -71,41 +72,72 @@ var Cases = []Case{
 		// keeps the place; ReusePort sockets change group.
 		Name: "disconnect and set device",
 		Ops: []Op{
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7200, ReuseAddr: true}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7200, ReuseAddr: true}},
-			{Kind: Connect, Ref: 0, Remote: netip.MustParseAddrPort("127.0.0.1:6000"), Local: addr("127.0.0.1")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7200, ReuseAddr: true}},
-			{Kind: Disconnect, Ref: 0},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:7000"), Dst: netip.MustParseAddrPort("127.0.0.1:7200"), Ifindex: 1},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("127.0.0.1"), Port: 7201, ReuseAddr: true}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("127.0.0.1"), Port: 7201, ReuseAddr: true}},
-			{Kind: Connect, Ref: 6, Remote: netip.MustParseAddrPort("127.0.0.1:6000")},
-			{Kind: Connect, Ref: 7, Remote: netip.MustParseAddrPort("127.0.0.1:6000")},
-			{Kind: Disconnect, Ref: 6},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7201"), Ifindex: 1},
-			{Kind: Connect, Ref: 6, Remote: netip.MustParseAddrPort("127.0.0.1:6000")},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7201"), Ifindex: 1},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("fe80::1%2"), Port: 7202}},
-			{Kind: Connect, Ref: 14, Remote: netip.MustParseAddrPort("[fe80::2%2]:6000")},
-			{Kind: Disconnect, Ref: 14},
-			{Kind: Connect, Ref: 14, Remote: netip.MustParseAddrPort("[::2]:6000"), Local: addr("fe80::1")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7203, ReusePort: true}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7203, ReusePort: true}},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("0.0.0.0"), Port: 7203, ReusePort: true, Device: 1}},
-			{Kind: SetDevice, Ref: 18, Ifindex: 1},
-			{Kind: SetDevice, Ref: 19, Ifindex: 2},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:7000"), Dst: netip.MustParseAddrPort("127.0.0.1:7203"), Ifindex: 1},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:7001"), Dst: netip.MustParseAddrPort("127.0.0.1:7203"), Ifindex: 2},
-			{Kind: Close, Ref: 3},
-			{Kind: Disconnect, Ref: 3},
-			{Kind: SetDevice, Ref: 3, Ifindex: 1},
+			bind("0.0.0.0:7200", demux.Options{ReuseAddr: true}),
+			bind("0.0.0.0:7200", demux.Options{ReuseAddr: true}),
+			connect(0, "127.0.0.1:6000", "127.0.0.1"),
+			bind("0.0.0.0:7200", demux.Options{ReuseAddr: true}),
+			disconnect(0),
+			lookup("127.0.0.1:7000", "127.0.0.1:7200", 1),
+			bind("127.0.0.1:7201", demux.Options{ReuseAddr: true}),
+			bind("127.0.0.1:7201", demux.Options{ReuseAddr: true}),
+			connect(6, "127.0.0.1:6000", ""),
+			connect(7, "127.0.0.1:6000", ""),
+			disconnect(6),
+			lookup("127.0.0.1:6000", "127.0.0.1:7201", 1),
+			connect(6, "127.0.0.1:6000", ""),
+			lookup("127.0.0.1:6000", "127.0.0.1:7201", 1),
+			bind("[fe80::1%2]:7202", demux.Options{}),
+			connect(14, "[fe80::2%2]:6000", ""),
+			disconnect(14),
+			connect(14, "[::2]:6000", "fe80::1"),
+			bind("0.0.0.0:7203", demux.Options{ReusePort: true}),
+			bind("0.0.0.0:7203", demux.Options{ReusePort: true}),
+			bind("0.0.0.0:7203", demux.Options{ReusePort: true, Device: 1}),
+			setDevice(18, 1),
+			setDevice(19, 2),
+			lookup("127.0.0.1:7000", "127.0.0.1:7203", 1),
+			lookup("127.0.0.1:7001", "127.0.0.1:7203", 2),
+			closeSock(3),
+			disconnect(3),
+			setDevice(3, 1),
 			// A disconnected socket has no 4-tuple precedence, though it
 			// keeps its first 4-tuple: the device-bound socket scores more.
-			{Kind: Bind, Opts: demux.Options{Addr: addr("127.0.0.1"), Port: 7204, ReuseAddr: true}},
-			{Kind: Connect, Ref: 28, Remote: netip.MustParseAddrPort("127.0.0.1:6000")},
-			{Kind: Bind, Opts: demux.Options{Addr: addr("127.0.0.1"), Port: 7204, ReuseAddr: true, Device: 1}},
-			{Kind: Disconnect, Ref: 28},
-			{Kind: Lookup, Src: netip.MustParseAddrPort("127.0.0.1:6000"), Dst: netip.MustParseAddrPort("127.0.0.1:7204"), Ifindex: 1},
+			bind("127.0.0.1:7204", demux.Options{ReuseAddr: true}),
+			connect(28, "127.0.0.1:6000", ""),
+			bind("127.0.0.1:7204", demux.Options{ReuseAddr: true, Device: 1}),
+			disconnect(28),
+			lookup("127.0.0.1:6000", "127.0.0.1:7204", 1),
 		},
 	},
 }
+
+// bind binds a socket to addrPort with the options o (their Addr and Port
+// are set from addrPort).
+func bind(addrPort string, o demux.Options) Op {
+	ap := netip.MustParseAddrPort(addrPort)
+	o.Addr, o.Port = ap.Addr(), ap.Port()
+	return Op{Kind: Bind, Opts: o}
+}
+
+// connect connects the socket of op ref to remote, with local as the
+// source address routing chose ("" for none).
+func connect(ref int, remote, local string) Op {
+	o := Op{Kind: Connect, Ref: ref, Remote: netip.MustParseAddrPort(remote)}
+	if local != "" {
+		o.Local = addr(local)
+	}
+	return o
+}
+
+// lookup looks up a datagram from src to dst that arrived on interface
+// ifindex.
+func lookup(src, dst string, ifindex int) Op {
+	return Op{Kind: Lookup, Src: netip.MustParseAddrPort(src), Dst: netip.MustParseAddrPort(dst), Ifindex: ifindex}
+}
+
+func disconnect(ref int) Op { return Op{Kind: Disconnect, Ref: ref} }
+
+func closeSock(ref int) Op { return Op{Kind: Close, Ref: ref} }
+
+// setDevice binds the socket of op ref to interface ifindex.
+func setDevice(ref, ifindex int) Op { return Op{Kind: SetDevice, Ref: ref, Ifindex: ifindex} }
