@@ -10,20 +10,6 @@ import (
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
 
-// shapeAt is a shape of a scenario: its family and size.
-type shapeAt struct {
-	shape string // shSamePort or shDistinctPorts
-	n     int
-}
-
-// make builds the shape with udpdemux's tables of the given slots.
-func (s shapeAt) make(slots int, seed uint64) *suite.Shape {
-	if s.shape == shSamePort {
-		return suite.SamePort(s.n, slots, seed)
-	}
-	return suite.DistinctPorts(s.n, slots, seed)
-}
-
 // parallelShapes returns the shapes of the parallel scenario.
 func parallelShapes(quick bool) []shapeAt {
 	if quick {

@@ -14,6 +14,20 @@ const (
 	shDistinctPorts = "distinct-ports"
 )
 
+// shapeAt is a shape of a scenario: its family and size.
+type shapeAt struct {
+	shape string // shSamePort or shDistinctPorts
+	n     int
+}
+
+// make builds the shape with udpdemux's tables of the given slots.
+func (s shapeAt) make(slots int, seed uint64) *suite.Shape {
+	if s.shape == shSamePort {
+		return suite.SamePort(s.n, slots, seed)
+	}
+	return suite.DistinctPorts(s.n, slots, seed)
+}
+
 // scaleSizes returns the sizes of each shape of the scale scenario.
 func scaleSizes(quick bool, shape string) []int {
 	switch {
@@ -46,11 +60,7 @@ func (r *runner) scale() {
 			plots[shape][tg.Name] = &series{name: tg.Name}
 		}
 		for _, n := range scaleSizes(r.c.quick, shape) {
-			sh := suite.DistinctPorts
-			if shape == shSamePort {
-				sh = suite.SamePort
-			}
-			s := sh(n, lookupSlots, r.c.seed)
+			s := shapeAt{shape, n}.make(lookupSlots, r.c.seed)
 			skip := func(t suite.Target) bool { return t == suite.OnePhase && shape == shSamePort && n > onePhaseMax }
 			res := r.lookups(s, []string{suite.SetBound}, suite.Targets, suite.Options{Memory: true, Reserve: true}, skip)
 			all = append(all, res)
