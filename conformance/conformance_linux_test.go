@@ -41,6 +41,12 @@ const (
 	defaultScenarios = 2500
 	shortScenarios   = 300
 	maxReports       = 3 // failures printed in full per kind
+	// coverageScenarios is the number of scenarios per seed from which the
+	// run must have compared connects through a device without an address
+	// of the family (some 0.3 per scenario keep the wildcard, 0.1 find no
+	// IPv6 source): with fewer, as in a hook's quick run of 20, none may
+	// come up by chance.
+	coverageScenarios = 100
 )
 
 func knob(flagVal, env string) string {
@@ -77,13 +83,17 @@ func parseExcuse(s string) (feature, error) {
 
 // TestKernelConformance runs random scenarios — binds of IPv4 and IPv6
 // sockets with SO_REUSEADDR, SO_REUSEPORT (two owners), IPV6_V6ONLY and
-// SO_BINDTODEVICE, connects (again, too), closes, and datagrams from fixed
-// peer sockets — on real kernel sockets and on four demux tables (each
-// strategy, and a small table with hybrid threshold 1). After each op the
-// bind result (ok or the errno) must match; a connect the kernel accepts,
-// the table must accept, with the local address getsockname reports; and a
-// datagram must reach the same socket or none, or, when the table chose from
-// a SO_REUSEPORT group, a member of that group.
+// SO_BINDTODEVICE, connects (again, too; some through a device without an
+// address of the peer's family, where routing finds no source), closes, and
+// datagrams from fixed peer sockets — on real kernel sockets and on the demux
+// tables of tableConfigs. After each op the bind result (ok or the errno)
+// must match; a connect the kernel accepts, the table must accept, given the
+// local address getsockname reports (unspecified where the wildcard stays),
+// and then report the kernel's local and remote addresses; a connect the
+// kernel refuses for the addresses' families or for want of a source, the
+// table must refuse with the same errno; and a datagram must reach the same
+// socket or none, or, when the table chose from a SO_REUSEPORT group, a
+// member of that group.
 //
 // The kernel model (model_linux_test.go) recognises the steps where
 // the deliberate differences 1 to 4 (DESIGN.md) change the kernel's answer.
@@ -158,8 +168,14 @@ func TestKernelConformance(t *testing.T) {
 		})
 	}
 	t.Logf("total: %v", total)
-	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects and %d datagrams compared; %s",
-		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.sends, e.probeNote()))
+	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects (%d keep-wildcard connects), %d refused connects (%d without an IPv6 source) and %d datagrams (%d to a socket that kept the wildcard) compared; %s",
+		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.keepWild,
+		total.connectErrs, total.noSource, total.sends, total.toKeptWild, e.probeNote()))
+	if e.root && n >= coverageScenarios && (total.keepWild == 0 || total.noSource == 0 || total.toKeptWild == 0) {
+		t.Errorf("%d scenarios per seed compared %d keep-wildcard connects, %d connects without an IPv6 source and %d datagrams to a socket that kept the wildcard: "+
+			"each must have come up (connects through a device without an address of the family, nov4 and nov6; setup: %s)",
+			n, total.keepWild, total.noSource, total.toKeptWild, strings.Join(e.notes, "; "))
+	}
 }
 
 // summary logs line and, when UDPDEMUX_CONFORMANCE_SUMMARY names a file,

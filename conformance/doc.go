@@ -8,7 +8,8 @@
 //	go test ./conformance -run TestKernelConformance -v
 //
 // As root, it runs in a network namespace of its own, with extra addresses on
-// lo and a veth pair as more devices; otherwise on the host's loopback with
-// fewer features. See conformance_linux_test.go for the knobs (seed, number of
+// lo and two veth pairs as more devices: one with addresses, and one whose
+// ends have no IPv4 and no IPv6 address, so that connects through them find
+// no source; otherwise on the host's loopback with fewer features. See conformance_linux_test.go for the knobs (seed, number of
 // scenarios, replay of one scenario).
 package conformance

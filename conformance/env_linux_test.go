@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,10 +72,18 @@ type env struct {
 	th   *osthread.Thread
 	root bool // own namespace, devices, several owners
 
-	devs  []device // lo first
-	uid   uint32   // the test's own uid, the owner of sockets in non-root mode
-	ports []uint16 // scenario ports
-	probe uint16   // port for the arrival-interface probe
+	devs []device // lo first
+	// nov4 and nov6 are the ifindexes of the devices without an IPv4 and
+	// without an IPv6 address (0 without them); peers 10.98.0.2 and
+	// fd04::2, reached through them, are at peers[bare4] and
+	// peers[bare6] (-1 without them). A connect through nov4 finds no IPv4
+	// source and keeps the wildcard; through nov6, no IPv6 source
+	// (EADDRNOTAVAIL).
+	nov4, nov6   int
+	bare4, bare6 int
+	uid          uint32   // the test's own uid, the owner of sockets in non-root mode
+	ports        []uint16 // scenario ports
+	probe        uint16   // port for the arrival-interface probe
 
 	// Address pools the generator draws from.
 	bind4, bind6 []netip.Addr // bind addresses (IPv6 includes v4-mapped)
@@ -114,7 +123,7 @@ func setupEnv(forceLoopback bool) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &env{th: th, root: root, uid: uint32(os.Getuid()), arrive: map[netip.Addr]int{}}
+	e := &env{th: th, root: root, uid: uint32(os.Getuid()), arrive: map[netip.Addr]int{}, bare4: -1, bare6: -1}
 	th.Do(func() { err = e.setup() })
 	if err != nil {
 		e.close()
@@ -163,7 +172,7 @@ func (e *env) setup() error {
 	e.bind4 = mustAddrs("0.0.0.0", "127.0.0.1", "127.0.0.2", addrPlaceholder)
 	e.bind6 = mustAddrs("::ffff:127.0.0.1", "::ffff:127.0.0.2", "::ffff:0.0.0.0", "::ffff:"+addrPlaceholder)
 	e.dst4 = mustAddrs("127.0.0.1", "127.0.0.2", "127.0.0.3", addrPlaceholder)
-	var peerAddrs []string
+	var peerAddrs, far []string // far: peers beyond a device
 	if e.root {
 		e.ports = []uint16{50000, 50001}
 		e.probe = 50999
@@ -195,13 +204,19 @@ func (e *env) setup() error {
 		e.dst6 = mustAddrs("::1", "fd00::1", "fd00::2", "fd00::3")
 		peerAddrs = []string{"127.0.0.1:40001", "127.0.0.1:40002", "127.0.0.2:40001", addrPlaceholder + ":40001",
 			"[::1]:40001", "[::1]:40002", "[fd00::2]:40001"}
-		// A veth pair is the second and third device.
+		// A veth pair is the second and third device. Its IPv4 addresses
+		// have link scope: for a device without an IPv4 address of its
+		// own, routing borrows another device's only if it has global
+		// scope (inet_select_addr), so the namespace has none to lend, and
+		// a connect through such a device (nov4 below, or lo towards
+		// 10.99.0.2) keeps the wildcard.
 		if err := ip("link", "add", "veth0", "type", "veth", "peer", "name", "veth1"); err != nil {
 			e.notes = append(e.notes, fmt.Sprintf("no veth pair, lo is the only device (%v)", err))
 		} else {
 			cmds := [][]string{
 				{"link", "set", "veth0", "up"}, {"link", "set", "veth1", "up"},
-				{"addr", "add", "10.99.0.1/24", "dev", "veth0"}, {"addr", "add", "10.99.0.2/24", "dev", "veth1"},
+				{"addr", "add", "10.99.0.1/24", "dev", "veth0", "scope", "link"},
+				{"addr", "add", "10.99.0.2/24", "dev", "veth1", "scope", "link"},
 				{"-6", "addr", "add", "fd01::1/128", "dev", "veth0", "nodad"},
 				{"-6", "addr", "add", "fd01::2/128", "dev", "veth1", "nodad"},
 			}
@@ -222,6 +237,10 @@ func (e *env) setup() error {
 			e.dst4 = append(e.dst4, mustAddrs("10.99.0.1", "10.99.0.2")...)
 			e.dst6 = append(e.dst6, mustAddrs("fd01::1", "fd01::2")...)
 			peerAddrs = append(peerAddrs, "10.99.0.2:40001", "[fd01::2]:40001")
+			if far, err = e.setupBare(ip); err != nil {
+				return err
+			}
+			peerAddrs = append(peerAddrs, far...)
 		}
 		e.sentAddr = netip.MustParseAddrPort("127.0.0.1:39999")
 	} else {
@@ -262,6 +281,20 @@ func (e *env) setup() error {
 		if ap.Addr().Is6() {
 			syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1)
 		}
+		if slices.Contains(far, s) {
+			// Transparent, to bind and send from an address the
+			// namespace does not have.
+			if err := setTransparent(fd, ap.Addr().Is6()); err != nil {
+				syscall.Close(fd)
+				return fmt.Errorf("peer %v: %w", ap, err)
+			}
+		}
+		switch s {
+		case bare4Peer:
+			e.bare4 = len(e.peers)
+		case bare6Peer:
+			e.bare6 = len(e.peers)
+		}
 		if err := syscall.Bind(fd, sockaddr(ap)); err != nil {
 			syscall.Close(fd)
 			return fmt.Errorf("bind peer %v: %w", ap, err)
@@ -291,6 +324,69 @@ func (e *env) setup() error {
 		return err
 	}
 	return e.probeArrival()
+}
+
+// The peers beyond the devices without an address of a family.
+const (
+	bare4Peer = "10.98.0.2:40001"
+	bare6Peer = "[fd04::2]:40001"
+)
+
+// setupBare adds the devices without an address of a family, the two ends
+// of a veth pair, and returns the peers beyond them:
+//
+//   - nov4 has IPv6 addresses but no IPv4 one. 10.98.0.0/24 is routed
+//     through it, and a local route (no address) makes 10.97.0.1 arrive on
+//     it. A wildcard socket connecting through it, to 10.98.0.2 or, bound
+//     to it, to any IPv4 peer, keeps the wildcard.
+//   - nov6 has an IPv4 address but no IPv6 one (not even link-local), and
+//     use_oif_addrs_only (else Linux takes an IPv6 source from any
+//     device). fd04::/64 is routed through it: a wildcard socket
+//     connecting to fd04::2 gets EADDRNOTAVAIL.
+func (e *env) setupBare(ip func(...string) error) ([]string, error) {
+	cmds := [][]string{
+		{"link", "add", "nov4", "type", "veth", "peer", "name", "nov6"},
+		{"link", "set", "nov6", "addrgenmode", "none"},
+		{"link", "set", "nov4", "up"}, {"link", "set", "nov6", "up"},
+		{"-6", "addr", "add", "fd03::1/64", "dev", "nov4", "nodad"},
+		{"route", "add", "10.98.0.0/24", "dev", "nov4"},
+		{"route", "add", "local", "10.97.0.1/32", "dev", "nov4", "table", "local"},
+		{"addr", "add", "10.96.0.1/24", "dev", "nov6", "scope", "link"},
+		{"-6", "route", "add", "fd04::/64", "dev", "nov6"},
+	}
+	for _, c := range cmds {
+		if err := ip(c...); err != nil {
+			return nil, err
+		}
+	}
+	// /proc/sys/net shows the calling thread's network namespace: the
+	// test's (the host has no nov6, so a mistake fails here).
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/nov6/use_oif_addrs_only", []byte("1"), 0); err != nil {
+		return nil, err
+	}
+	for _, d := range []struct {
+		name string
+		p    *int
+	}{{"nov4", &e.nov4}, {"nov6", &e.nov6}} {
+		ifc, err := net.InterfaceByName(d.name)
+		if err != nil {
+			return nil, err
+		}
+		*d.p = ifc.Index
+		e.devs = append(e.devs, device{d.name, ifc.Index})
+	}
+	e.dst4 = append(e.dst4, mustAddrs("10.97.0.1", "10.96.0.1")...)
+	e.dst6 = append(e.dst6, mustAddrs("fd03::1")...)
+	return []string{bare4Peer, bare6Peer, "[fd03::2]:40001"}, nil
+}
+
+// setTransparent sets IP_TRANSPARENT (IPV6_TRANSPARENT on an IPv6 socket):
+// the socket may bind and send from an address that is not local.
+func setTransparent(fd int, fam6 bool) error {
+	if fam6 {
+		return syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, ipv6Transparent, 1)
+	}
+	return syscall.SetsockoptInt(fd, syscall.SOL_IP, ipTransparent, 1)
 }
 
 // probeArrival finds, for every destination address, the interface its

@@ -5,6 +5,7 @@ package conformance
 import (
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 )
 
 // gen makes the ops of a scenario one at a time, looking at the runner's
@@ -36,6 +37,8 @@ func (g *gen) next(r *runner) []op {
 		return []op{{kind: opClose, id: open[g.pick(len(open))].id}}
 	case w < 49 && !g.filled:
 		return g.fill()
+	case w < 52 && g.e.bare4 >= 0:
+		return g.connectBare(open)
 	}
 	return []op{g.sendOp(r, open)}
 }
@@ -72,10 +75,96 @@ func (g *gen) device(addr netip.Addr) int {
 	switch {
 	case w < 55 || len(g.e.devs) == 1:
 		return g.e.devs[0].ifindex
-	case w < 85:
+	case w < 75:
 		return g.e.devs[1].ifindex
+	case w < 88:
+		return g.e.devs[2].ifindex
+	case w < 94 && g.e.nov4 != 0:
+		return g.e.nov4
+	case g.e.nov6 != 0:
+		return g.e.nov6
 	}
 	return g.e.devs[len(g.e.devs)-1].ifindex
+}
+
+// connectBare binds a wildcard socket and connects it through a device
+// without an address of the peer's family: an IPv4 connect that keeps the
+// wildcard, or an IPv6 one that fails with EADDRNOTAVAIL. The socket is
+// bound to that device, to none, or, for an IPv4 peer, to lo, whose
+// addresses have host scope, which routing does not lend a peer beyond it:
+// the wildcard stays too.
+//
+// Such a connect does not rehash the socket, nor give it the 4-tuple
+// precedence, so ties between two of them go by bind order, not by connect
+// order. Sometimes, then, a twin binds first and the two connect to the
+// same peer in the other order, and the peer sends a datagram; or an open
+// socket that kept the wildcard connects again.
+func (g *gen) connectBare(open []*rsock) []op {
+	var kept []*rsock
+	for _, s := range open {
+		if s.connected && s.local.Addr().Unmap().IsUnspecified() {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) > 0 && g.chance(15) {
+		s := kept[g.pick(len(kept))]
+		return []op{{kind: opConnect, id: s.id, peer: g.peerIndex(s.remote)}}
+	}
+	b := bindSpec{port: g.port(), reuseAddr: g.chance(70), reusePort: g.chance(30), owner: g.owner()}
+	peer := g.e.bare4
+	switch w := g.pick(100); {
+	case w < 45:
+		b.addr = any4
+	case w < 65:
+		b.addr = any6
+	case w < 75:
+		b.addr = mappedAny
+	default:
+		b.addr, b.v6only, peer = any6, g.chance(50), g.e.bare6
+	}
+	switch w := g.pick(100); {
+	case w < 50 && peer == g.e.bare4:
+		b.dev = g.e.nov4
+	case w < 50:
+		b.dev = g.e.nov6
+	case w < 65 && peer == g.e.bare4:
+		b.dev = g.e.devs[0].ifindex
+	}
+	if peer == g.e.bare4 && b.dev == g.e.nov4 && g.chance(50) {
+		// Bound to nov4, any IPv4 peer is reached through it.
+		peer = g.peerOfFamily(false)
+	}
+	a := g.nextID
+	g.nextID++
+	if peer == g.e.bare6 || !g.chance(30) {
+		return []op{{kind: opBind, id: a, bind: b}, {kind: opConnect, id: a, peer: peer}}
+	}
+	b.reuseAddr = true
+	twin := g.nextID
+	g.nextID++
+	dst := netip.AddrPortFrom(g.arrivingOn(b.dev), b.port)
+	return []op{{kind: opBind, id: a, bind: b}, {kind: opBind, id: twin, bind: b},
+		{kind: opConnect, id: twin, peer: peer}, {kind: opConnect, id: a, peer: peer},
+		{kind: opSend, peer: peer, dst: dst}}
+}
+
+// peerIndex returns the index of the peer a socket connected to remote
+// reaches.
+func (g *gen) peerIndex(remote netip.AddrPort) int {
+	return slices.IndexFunc(g.e.peers, func(p peer) bool {
+		return p.addr == netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port())
+	})
+}
+
+// peerOfFamily picks a peer of the family (fam6: IPv6).
+func (g *gen) peerOfFamily(fam6 bool) int {
+	var cands []int
+	for i, p := range g.e.peers {
+		if p.addr.Addr().Is6() == fam6 {
+			cands = append(cands, i)
+		}
+	}
+	return cands[g.pick(len(cands))]
 }
 
 // weighted picks from pool, the first two twice as likely as the others.
@@ -194,26 +283,23 @@ func (g *gen) sendOp(r *runner, open []*rsock) op {
 				// A dual-stack socket connected to an IPv6 peer keeps the
 				// IPv4 placeholder address 127.0.0.6 (and no IPv4 peer
 				// address): IPv4 datagrams to it with the peer's port.
-				var v4 []int
-				for i, p := range g.e.peers {
-					if p.addr.Addr().Is4() {
-						v4 = append(v4, i)
-					}
-				}
-				return op{kind: opSend, peer: v4[g.pick(len(v4))], dst: netip.AddrPortFrom(placeholder, s.local.Port())}
+				return op{kind: opSend, peer: g.peerOfFamily(false), dst: netip.AddrPortFrom(placeholder, s.local.Port())}
 			}
-			for i, p := range g.e.peers {
-				if p.addr == netip.AddrPortFrom(s.remote.Addr().Unmap(), s.remote.Port()) {
-					dst := netip.AddrPortFrom(s.local.Addr().Unmap(), s.local.Port())
-					if p.addr.Addr().Is4() && dst.Addr().Is6() {
-						// Connected again, from an IPv6 peer to an IPv4
-						// one: it keeps its IPv6 address, and IPv4
-						// reaches it only at the placeholder.
-						dst = netip.AddrPortFrom(placeholder, s.local.Port())
-					}
-					if _, ok := g.e.arrive[dst.Addr()]; ok {
-						return op{kind: opSend, peer: i, dst: dst}
-					}
+			if i := g.peerIndex(s.remote); i >= 0 {
+				dst := netip.AddrPortFrom(s.local.Addr().Unmap(), s.local.Port())
+				if dst.Addr().IsUnspecified() {
+					// It kept the wildcard: any address that arrives
+					// on its device.
+					dst = netip.AddrPortFrom(g.arrivingOn(s.spec.dev), dst.Port())
+				}
+				if g.e.peers[i].addr.Addr().Is4() && dst.Addr().Is6() {
+					// Connected again, from an IPv6 peer to an IPv4
+					// one: it keeps its IPv6 address, and IPv4 reaches
+					// it only at the placeholder.
+					dst = netip.AddrPortFrom(placeholder, s.local.Port())
+				}
+				if _, ok := g.e.arrive[dst.Addr()]; ok {
+					return op{kind: opSend, peer: i, dst: dst}
 				}
 			}
 		}
@@ -237,11 +323,20 @@ func (g *gen) sendOp(r *runner, open []*rsock) op {
 			dst = g.weighted(g.e.dst4)
 		}
 	}
-	var peers []int
-	for i, p := range g.e.peers {
-		if p.addr.Addr().Is6() == v6 {
-			peers = append(peers, i)
+	return op{kind: opSend, peer: g.peerOfFamily(v6), dst: netip.AddrPortFrom(dst, port)}
+}
+
+// arrivingOn picks an IPv4 destination whose datagrams arrive on device
+// dev, any when dev is 0.
+func (g *gen) arrivingOn(dev int) netip.Addr {
+	var cands []netip.Addr
+	for _, a := range g.e.dst4 {
+		if dev == 0 || g.e.arrive[a] == dev {
+			cands = append(cands, a)
 		}
 	}
-	return op{kind: opSend, peer: peers[g.pick(len(peers))], dst: netip.AddrPortFrom(dst, port)}
+	if len(cands) == 0 {
+		return g.weighted(g.e.dst4)
+	}
+	return cands[g.pick(len(cands))]
 }

@@ -551,11 +551,7 @@ func (n *rnet) send(src, dst netip.AddrPort, names []string, fds map[string]int)
 		return "", err
 	}
 	defer syscall.Close(fd)
-	if src.Addr().Is6() {
-		err = syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, ipv6Transparent, 1)
-	} else {
-		err = syscall.SetsockoptInt(fd, syscall.SOL_IP, ipTransparent, 1)
-	}
+	err = setTransparent(fd, src.Addr().Is6())
 	if err == nil {
 		err = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
 	}

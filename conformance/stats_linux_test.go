@@ -15,9 +15,13 @@ type stats struct {
 	binds                    map[string]int // kernel result -> count
 	envSkips                 int            // binds the kernel refused for the environment (EADDRNOTAVAIL)
 	connects                 int
+	keepWild                 int // connects the kernel accepted without a source: the wildcard kept
 	connectFails             map[string]int
+	connectErrs              int // refused connects compared with the tables
+	noSource                 int // of them, EADDRNOTAVAIL: no IPv6 source
 	closes                   int
 	sends, delivered, groups int // datagrams; delivered; delivered to a group of 2 or more
+	toKeptWild               int // datagrams delivered to a connected socket that kept the wildcard
 	deliberate               map[string]int
 	matters                  map[string]int // steps whose kernel answer depends on a feature
 	modelMisses              int            // ordinary steps where the model (not the table) was wrong
@@ -34,10 +38,14 @@ func (s *stats) add(o *stats) {
 	s.ops += o.ops
 	s.envSkips += o.envSkips
 	s.connects += o.connects
+	s.keepWild += o.keepWild
+	s.connectErrs += o.connectErrs
+	s.noSource += o.noSource
 	s.closes += o.closes
 	s.sends += o.sends
 	s.delivered += o.delivered
 	s.groups += o.groups
+	s.toKeptWild += o.toKeptWild
 	s.modelMisses += o.modelMisses
 	s.cpuResets += o.cpuResets
 	s.longChains += o.longChains
@@ -58,8 +66,8 @@ func (s *stats) add(o *stats) {
 func (s *stats) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d scenarios, %d ops: binds %v (plus %d the kernel refused for the environment, not compared); ", s.scenarios, s.ops, sortedMap(s.binds), s.envSkips)
-	fmt.Fprintf(&b, "%d connects (kernel refused %v); %d closes; %d datagrams, %d delivered, %d to a ReusePort group; ",
-		s.connects, sortedMap(s.connectFails), s.closes, s.sends, s.delivered, s.groups)
+	fmt.Fprintf(&b, "%d connects (%d keeping the wildcard; kernel refused %v, %d of them compared, %d for want of an IPv6 source); %d closes; %d datagrams, %d delivered, %d to a ReusePort group, %d to a socket that kept the wildcard; ",
+		s.connects, s.keepWild, sortedMap(s.connectFails), s.connectErrs, s.noSource, s.closes, s.sends, s.delivered, s.groups, s.toKeptWild)
 	fmt.Fprintf(&b, "deliberate-difference steps (table checked against udpdemux's rule, kernel against the model) %v; ", sortedMap(s.deliberate))
 	fmt.Fprintf(&b, "steps whose kernel answer depends on each modelled feature %v; ", sortedMap(s.matters))
 	fmt.Fprintf(&b, "%d scenarios with a chain over 10; %d SO_INCOMING_CPU resets; %d ordinary steps where the kernel model was wrong", s.longChains, s.cpuResets, s.modelMisses)

@@ -193,7 +193,7 @@ func (r *runner) doConnect(step int, o op) {
 		errors.As(err, &en)
 		r.st.connectFails[errnoString(en)]++
 		r.outcome = errnoString(en)
-		r.tracef("connect s%d %v -> kernel %s (a routing answer; not asked of the table)", o.id, remote, errnoString(en))
+		r.connectFailed(step, s, remote, en)
 		return
 	}
 	r.st.connects++
@@ -201,14 +201,69 @@ func (r *runner) doConnect(step int, o op) {
 	r.outcome = "local " + local.Addr().String()
 	r.m.connect(s.ms, remote, local.Addr())
 	line := fmt.Sprintf("connect s%d %v (kernel: ok, local %v)", o.id, remote, local)
+	if local.Addr().Unmap().IsUnspecified() {
+		// Routing found no source: the table gets the unspecified
+		// address, as getsockname shows it.
+		r.st.keepWild++
+		line += " [keeps the wildcard]"
+	}
 	r.tracef("%s", line)
 	for i, t := range r.tables {
 		if err := t.t.Connect(s.ts[i], remote, local.Addr()); err != nil {
 			r.failf(step, "connect: kernel ok, table error", "%s: table %s: Connect(%v, %v): %v", line, t.name, remote, local.Addr(), err)
 			return
 		}
+		if l, p := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr(); l != local || p != remote {
+			r.failf(step, "connect: table's addresses differ from the kernel's", "%s: table %s: local %v, remote %v", line, t.name, l, p)
+			return
+		}
 	}
 	s.connected, s.remote, s.local = true, remote, local
+}
+
+// connectFailed asks the tables the connect of s to remote that the kernel
+// refused with en, when the table can know the answer: an error of the
+// addresses' families (EAFNOSUPPORT; ENETUNREACH for an IPv4 peer on a
+// V6Only socket), or EADDRNOTAVAIL, routing's "no IPv6 source", which the
+// caller tells the table by passing the unspecified address. The tables must
+// refuse it with en and leave the socket as it was. Other errors are
+// routing's (no route through the socket's device, a loopback source
+// through another device), which the table does not know.
+func (r *runner) connectFailed(step int, s *rsock, remote netip.AddrPort, en syscall.Errno) {
+	line := fmt.Sprintf("connect s%d %v -> kernel %s", s.id, remote, errnoString(en))
+	switch {
+	case en == syscall.EAFNOSUPPORT || en == syscall.EADDRNOTAVAIL:
+	case en == syscall.ENETUNREACH && s.v6only && remote.Addr().Is4In6():
+	default:
+		r.tracef("%s (a routing answer; not asked of the table)", line)
+		return
+	}
+	r.tracef("%s", line)
+	r.st.connectErrs++
+	if en == syscall.EADDRNOTAVAIL {
+		r.st.noSource++
+	}
+	var src netip.Addr // a specific socket has its source
+	if s.local.Addr().Unmap().IsUnspecified() {
+		src = netip.IPv6Unspecified()
+		if remote.Addr().Unmap().Is4() {
+			src = netip.IPv4Unspecified()
+		}
+	}
+	for i, t := range r.tables {
+		l, p := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr()
+		err := t.t.Connect(s.ts[i], remote, src)
+		if got := errnoOf(err); got != en {
+			r.failf(step, fmt.Sprintf("connect: kernel %s, table %s", errnoString(en), errnoString(got)),
+				"%s: table %s: Connect(%v, %v): %v", line, t.name, remote, src, err)
+			return
+		}
+		if l2, p2 := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr(); l2 != l || p2 != p {
+			r.failf(step, "connect: a refused connect changed the table's socket",
+				"%s: table %s: local %v, remote %v before; %v, %v after", line, t.name, l, p, l2, p2)
+			return
+		}
+	}
 }
 
 func (r *runner) doClose(step int, o op) {
@@ -289,6 +344,9 @@ func (r *runner) doSend(step int, o op) {
 	}
 	if recv >= 0 {
 		r.st.delivered++
+		if s := r.socks[recv]; s.connected && s.local.Addr().Unmap().IsUnspecified() {
+			r.st.toKeptWild++
+		}
 	}
 	r.outcome = r.sockName(recv)
 	ifindex := r.e.arrive[o.dst.Addr()]
