@@ -437,6 +437,30 @@ func (m *model) connect(s *msock, remote netip.AddrPort, local netip.Addr) {
 	}
 }
 
+// staleHash4 returns the sockets that Linux's 4-tuple lookup finds for the
+// datagram by chance: each connected again after it entered the 4-tuple
+// hash, so it stays in the slot of its first 4-tuple, and its current
+// 4-tuple and device match the datagram. The lookup compares a socket's
+// current addresses, so it returns one when the two 4-tuples share a slot:
+// one lookup in as many as the table has slots (16384 here), a different
+// one in each namespace, since the hash is seeded per namespace
+// (TestKernelStaleHash4). The model, which knows no slots, leaves them out
+// of lookup; the runner excuses a kernel that delivers to one of them.
+func (m *model) staleHash4(src, dst netip.AddrPort, ifindex int) []int {
+	var out []int
+	for _, s := range m.socks {
+		if !s.hashed4 || s.h4local == dst && s.h4remote == src || s.port != dst.Port() || s.dport != src.Port() ||
+			s.dev != 0 && s.dev != ifindex {
+			continue
+		}
+		if dst.Addr().Is4() && s.rcv4 == dst.Addr() && s.daddr4 == src.Addr() && !s.v6only ||
+			dst.Addr().Is6() && s.fam6 && s.rcv6 == dst.Addr() && s.daddr6 == src.Addr() {
+			out = append(out, s.id)
+		}
+	}
+	return out
+}
+
 // lookup returns the ids of the sockets the kernel may deliver the datagram
 // to: none, one, or the members of a SO_REUSEPORT group.
 func (m *model) lookup(src, dst netip.AddrPort, ifindex int, f feature) []int {

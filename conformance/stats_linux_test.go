@@ -25,6 +25,7 @@ type stats struct {
 	deliberate               map[string]int
 	matters                  map[string]int // steps whose kernel answer depends on a feature
 	modelMisses              int            // ordinary steps where the model (not the table) was wrong
+	slotCollisions           int            // datagrams the kernel delivered by a 4-tuple slot collision (model.staleHash4)
 	cpuResets                int
 	longChains               int // scenarios where a port had more than 10 sockets
 }
@@ -47,6 +48,7 @@ func (s *stats) add(o *stats) {
 	s.groups += o.groups
 	s.toKeptWild += o.toKeptWild
 	s.modelMisses += o.modelMisses
+	s.slotCollisions += o.slotCollisions
 	s.cpuResets += o.cpuResets
 	s.longChains += o.longChains
 	for k, v := range o.binds {
@@ -70,7 +72,8 @@ func (s *stats) String() string {
 		s.connects, s.keepWild, sortedMap(s.connectFails), s.connectErrs, s.noSource, s.closes, s.sends, s.delivered, s.groups, s.toKeptWild)
 	fmt.Fprintf(&b, "deliberate-difference steps (table checked against udpdemux's rule, kernel against the model) %v; ", sortedMap(s.deliberate))
 	fmt.Fprintf(&b, "steps whose kernel answer depends on each modelled feature %v; ", sortedMap(s.matters))
-	fmt.Fprintf(&b, "%d scenarios with a chain over 10; %d SO_INCOMING_CPU resets; %d ordinary steps where the kernel model was wrong", s.longChains, s.cpuResets, s.modelMisses)
+	fmt.Fprintf(&b, "%d scenarios with a chain over 10; %d SO_INCOMING_CPU resets; %d ordinary steps where the kernel model was wrong; %d datagrams the kernel delivered by a 4-tuple slot collision (table checked against the model)",
+		s.longChains, s.cpuResets, s.modelMisses, s.slotCollisions)
 	return b.String()
 }
 

@@ -387,6 +387,22 @@ func (r *runner) doSend(step int, o op) {
 		return explain(r.excuse, answer, func(want []int) bool { return ruleOK(want, got[i], groups[i]) })
 	}
 	kernelAsModelled := recv < 0 && len(v.kernel) == 0 || recv >= 0 && slices.Contains(v.kernel, recv)
+	if !kernelAsModelled && recv >= 0 && slices.Contains(r.m.staleHash4(p.addr, o.dst, ifindex), recv) {
+		// Found by chance in its old 4-tuple slot (model.staleHash4): the
+		// tables must give the model's answer.
+		r.st.slotCollisions++
+		r.tracef("%s -> kernel %s, from its old 4-tuple slot; model %s; udpdemux's rule %s; table %s [4-tuple slot collision]",
+			line, r.sockName(recv), setName(v.kernel), setName(v.rule), tableSays())
+		for i := range r.tables {
+			if !ruleOK(v.rule, got[i], groups[i]) {
+				expl := cause(i)
+				r.failf(step, "send (4-tuple slot collision): table differs from udpdemux's rule"+explained(expl),
+					"%s: the kernel found %s in its old 4-tuple slot; udpdemux's rule says %s; table: %s%s", line, r.sockName(recv), setName(v.rule), tableSays(), explained(expl))
+				return
+			}
+		}
+		return
+	}
 	if !v.deliberate {
 		r.tracef("%s -> kernel %s; table %s", line, r.sockName(recv), tableSays())
 		if !kernelAsModelled {
