@@ -43,9 +43,10 @@ const (
 	maxReports       = 3 // failures printed in full per kind
 	// coverageScenarios is the number of scenarios per seed from which the
 	// run must have compared connects through a device without an address
-	// of the family (some 0.3 per scenario keep the wildcard, 0.1 find no
-	// IPv6 source): with fewer, as in a hook's quick run of 20, none may
-	// come up by chance.
+	// of the family (per scenario, some 0.4 connects keep the wildcard, 0.1
+	// find no IPv6 source, 0.3 datagrams reach a socket that kept the
+	// wildcard): with fewer, as in a hook's quick run of 20, none may come
+	// up by chance.
 	coverageScenarios = 100
 )
 
