@@ -79,7 +79,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 // socket won. The winner is the same in any order of offers: the best
 // score, then the largest Seq.
 func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
-	if pr.nconn.Load() > 0 {
+	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 			offer(b, hd, q)

@@ -6,8 +6,8 @@
 // # Structures
 //
 //   - ports: port → port record. A record holds every socket on the port in
-//     a chain (newest first), the port's lock, its move sequence count, its
-//     count of connected sockets, its SO_REUSEPORT groups and the summary
+//     a chain (newest first), the port's lock, its move sequence count, a
+//     filter of its connected sockets' peers, its SO_REUSEPORT groups and the summary
 //     that bind checks read. It exists while the port holds a socket.
 //   - addrs: (address key, port) → the unconnected sockets bound there.
 //   - conns: (local key, port, remote address, remote port) → the connected
@@ -26,8 +26,9 @@
 //
 // A lookup finds the port record. With at most Threshold sockets on the
 // port it scans the port's chain (one probe; Linux's primary-table path).
-// Otherwise it probes the 4-tuple table if the port has connected sockets
-// (an exact-address match there beats every unconnected socket), then the
+// Otherwise it probes the 4-tuple table if the port's peer filter says a
+// connected socket may have the datagram's source as its peer (an
+// exact-address match there beats every unconnected socket), then the
 // exact-address key and, unless an exact-address socket matched, the
 // wildcard key. A connect moves a socket from addrs to conns: the writer
 // publishes it in its new place before removing it from the old one,

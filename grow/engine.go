@@ -40,8 +40,8 @@ type heads struct {
 	rest  []*sock.Entry
 }
 
-// portSlot is what a lookup reads of a port: its chain and its count of
-// connected entries. Slots live in pages of 256 ports, made when a port of
+// portSlot is what a lookup reads of a port: its chain and the filter of
+// its connected entries' peers. Slots live in pages of 256 ports, made when a port of
 // the page is first bound and kept after, so that a lookup reaches a
 // port's chain in one load from a page it indexes directly — the chain
 // head is in the slot, as in a fixed primary table — while a table with a
@@ -49,8 +49,10 @@ type heads struct {
 type portSlot struct {
 	// list chains every entry on the port through N1, newest first; its
 	// Seq counts moves of entries between indexes.
-	list  sock.Chain
-	nconn atomic.Int32 // connected entries on the port
+	list sock.Chain
+	// peers filters the sources of datagrams that may have a socket of
+	// the port in the 4-tuple index; nil until the first one enters it.
+	peers atomic.Pointer[peerFilter]
 }
 
 // Port is one port's record for writers. It exists while the port holds a

@@ -39,7 +39,7 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 	for {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()
-		if pr.nconn.Load() > 0 {
+		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
 				offer(&b, hd, q)
@@ -93,7 +93,7 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 	for {
 		rs = rs[:base]
 		seq := pr.list.Seq.Read()
-		if pr.nconn.Load() > 0 {
+		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
 				rs = members(rs, hd, q)

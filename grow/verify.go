@@ -10,7 +10,7 @@ import (
 // every entry on a port's chain is its socket's current state and the
 // member of exactly one class, under its own key, in the index its state
 // calls for; classes are newest first and their heads are in the index;
-// no index holds an entry that is on no port; the port's connected count,
+// no index holds an entry that is on no port; the port's peer filter,
 // summary and groups match its entries. Call it when no write is in
 // flight. It returns the entries on the ports' chains.
 func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
@@ -23,7 +23,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			bad("port %d: move in progress", p)
 		}
 		var want summary
-		nconn := 0
+		var peers [peerBits]int32
 		groups := map[groupKey][]*sock.Entry{}
 		n := 0
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
@@ -39,8 +39,8 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
 				bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 			}
-			if e.Has(sock.Connected) {
-				nconn++
+			if inConns(e) {
+				peers[g.peerBit(e.Remote, e.RemotePort)]++
 			}
 			want.add(e, 1)
 			if e.Group != nil {
@@ -58,9 +58,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if n != pr.s.list.Len() {
 			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
 		}
-		if int(pr.s.nconn.Load()) != nconn {
-			bad("port %d: %d connected counted, %d on the chain", p, pr.s.nconn.Load(), nconn)
-		}
+		g.verifyPeers(p, pr.s.peers.Load(), &peers, bad)
 		if !sameSummary(&want, &pr.cc) {
 			bad("port %d: bind-check summary differs from its sockets", p)
 		}
@@ -92,7 +90,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			switch {
 			case ok && pr.s != &pg[lo]:
 				bad("port %d: its record is not on its slot", p)
-			case !ok && (pg[lo].list.Len() != 0 || pg[lo].list.First() != nil || pg[lo].nconn.Load() != 0):
+			case !ok && (pg[lo].list.Len() != 0 || pg[lo].list.First() != nil):
 				bad("port %d: a slot with entries and no record", p)
 			}
 		}
@@ -191,4 +189,32 @@ func sameClasses(a, b *classes) bool {
 		}
 	}
 	return true
+}
+
+// verifyPeers checks a port's peer filter against the peers of its
+// entries in the 4-tuple index, counted per bit in want: exactly their
+// bits set, and the writers' counts equal to them.
+func (g *Engine) verifyPeers(p uint16, f *peerFilter, want *[peerBits]int32, bad func(format string, args ...any)) {
+	if f == nil {
+		if *want != ([peerBits]int32{}) {
+			bad("port %d: connected peers and no peer filter", p)
+		}
+		return
+	}
+	var have [peerBits]int32
+	if f.count != nil {
+		have = *f.count
+	} else {
+		for _, b := range f.small {
+			have[b]++
+		}
+	}
+	if have != *want {
+		bad("port %d: the peer filter's counts differ from its connected sockets", p)
+	}
+	for b := range uint16(peerBits) {
+		if f.mayHave(b) != (want[b] > 0) {
+			bad("port %d: peer filter bit %d is %v, with %d peers", p, b, f.mayHave(b), want[b])
+		}
+	}
 }

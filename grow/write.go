@@ -28,10 +28,10 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 		e.Group = g.GroupOf(pr, e)
 		e.Group.Add(e)
 	}
-	// Counted before it is published: a lookup that skips the 4-tuple
-	// table must not miss it there.
-	if e.Has(sock.Connected) {
-		pr.s.nconn.Add(1)
+	// Its peer is in the filter before it is published: a lookup that
+	// skips the 4-tuple table must not miss it there.
+	if inConns(e) {
+		g.addPeer(pr, e)
 	}
 	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
@@ -63,14 +63,14 @@ func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
 // port's sequence count, so that a lookup searching both notices the move.
 func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	pr.s.list.Seq.Begin()
-	if e.Has(sock.Connected) {
-		pr.s.nconn.Add(1) // before publication, as in Link
+	if inConns(e) {
+		g.addPeer(pr, e) // before publication, as in Link
 	}
 	g.insert(e)
 	pr.s.list.Replace(&old.N1, &e.N1)
 	g.remove(old)
-	if old.Has(sock.Connected) {
-		pr.s.nconn.Add(-1)
+	if inConns(old) {
+		g.dropPeer(pr, old)
 	}
 	pr.s.list.Seq.End()
 	if old.Group != nil {
@@ -89,8 +89,8 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 	if e.Group != nil {
 		g.leave(pr, e)
 	}
-	if e.Has(sock.Connected) {
-		pr.s.nconn.Add(-1)
+	if inConns(e) {
+		g.dropPeer(pr, e)
 	}
 	pr.cc.add(e, -1)
 	g.occ.Remove(e)
