@@ -4,6 +4,7 @@ import (
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
+	"github.com/udpdemux/udpdemux/rhash"
 )
 
 // BatchMax is the most datagrams LookupBatch takes at once.
@@ -14,8 +15,8 @@ const BatchMax = 64
 // BatchMax datagrams.
 //
 // It works in stages over the whole batch — every port record, then every
-// exact-address probe, then every entry those probes found, then the rest
-// of each lookup — so that the cache misses of independent datagrams
+// exact-address slot, then every chain in those slots, then every entry
+// those probes found, then the rest of each lookup — so that the cache misses of independent datagrams
 // overlap instead of queueing one behind another, as DPDK's bulk hash
 // lookup does. Each datagram's answer is Lookup's: the stages read its
 // port's sequence count before the first probe and check it after the
@@ -27,6 +28,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 		prs     [BatchMax]*portSlot
 		seqs    [BatchMax]uint32
 		khs     [BatchMax]uint64
+		chains  [BatchMax]rhash.Chain[addrKey, heads]
 		exact   [BatchMax]*heads
 		indexed [BatchMax]bool
 		bests   [BatchMax]lookup.Best
@@ -46,7 +48,13 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 		indexed[i] = true
 		seqs[i] = pr.list.Seq.Read()
 		khs[i] = hash2.Hash64(g.seed, q.Dst)
-		exact[i] = g.addrs.Ref(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
+		chains[i] = g.addrs.Chain(g.addrHash(khs[i], q.DstPort))
+	}
+	for i := range n {
+		if indexed[i] {
+			q := &qs[i]
+			exact[i] = chains[i].Find(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
+		}
 	}
 	// Score the exact-address heads, side by side.
 	for i := range n {

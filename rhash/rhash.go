@@ -98,21 +98,35 @@ func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
 // value is immutable: a write replaces it, and the pointer keeps showing
 // the value of the moment it was found. It takes no lock, and spares a
 // large value's copy.
-func (m *Map[K, V]) Ref(h uint64, k K) *V {
+func (m *Map[K, V]) Ref(h uint64, k K) *V { return m.Chain(h).Find(h, k) }
+
+// Chain is the chain of one slot as a reader found it: immutable, so it
+// stays consistent however the map changes after.
+type Chain[K comparable, V any] struct{ n *node[K, V] }
+
+// Chain returns the chain that holds the keys of hash h: the first half of
+// Ref, which loads the slot. A batch of lookups takes it for every key
+// before it walks any chain (Find), so that their cache misses overlap.
+func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 	t := m.tab.Load()
 	for {
 		n := t.slots[h>>t.shift].Load()
-		if n == m.moved {
-			t = t.next.Load()
-			continue
+		if n != m.moved {
+			return Chain[K, V]{n}
 		}
-		for ; n != nil; n = n.next {
-			if n.hash == h && n.key == k {
-				return &n.val
-			}
-		}
-		return nil
+		t = t.next.Load()
 	}
+}
+
+// Find returns a pointer to the value of key k, whose hash is h, in c, or
+// nil; see Ref.
+func (c Chain[K, V]) Find(h uint64, k K) *V {
+	for n := c.n; n != nil; n = n.next {
+		if n.hash == h && n.key == k {
+			return &n.val
+		}
+	}
+	return nil
 }
 
 // Update sets the value of key k, whose hash is h, to what f returns
