@@ -44,14 +44,14 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 		}
 	}
 	for range indexTries {
-		free, unblocked := x.Occ.census(x.Range, n)
+		free, unblocked := x.Occ.census(n)
 		if free == 0 {
 			if !unblocked {
 				return false
 			}
 			break
 		}
-		if p, ok := x.Occ.kthFree(x.Range, x.Rand.IntN(free)); ok && x.take(p, n, g) {
+		if p, ok := x.Occ.kthFree(x.Rand.IntN(free)); ok && x.take(p, n, g) {
 			return true
 		}
 	}

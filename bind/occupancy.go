@@ -9,7 +9,7 @@ import (
 )
 
 // Occupancy indexes which ports hold sockets, so bind(0) can pick
-// uniformly among unused ports in O(range/64) and fail at once when every
+// uniformly among unused ports in O(range/64) and fail in O(1) when every
 // port holds a socket that blocks the new one.
 //
 // A blocker is a socket on a wildcard address with no ReuseAddr, no
@@ -25,7 +25,11 @@ import (
 type Occupancy struct {
 	// OnPort, if set, hears when a port comes into use and goes out of
 	// use; see Claim and Release. It is called with the port's lock held.
-	OnPort   func(port uint16, inUse bool) error
+	OnPort func(port uint16, inUse bool) error
+	// Range is the range of bind(0), whose ports the index counts. Set
+	// it before the first Add.
+	Range    *Range
+	inRange  rangeCounts
 	total    atomic.Int64 // sockets counted, for Verify
 	counts   [countStripes]countStripe
 	used     sparseBits
@@ -82,6 +86,28 @@ func (b *sparseBits) set(p uint16, on bool) {
 
 func (b *sparseBits) has(p uint16) bool { return b.word(int(p>>6))&(1<<(p&63)) != 0 }
 
+// rangeCounts counts the ports of the range that hold a socket, that hold
+// a blocker of IPv4, of IPv6, and of either: a census in O(1).
+type rangeCounts struct {
+	used, b4, b6, b46 atomic.Int32
+}
+
+// add moves the counts of one port of the range from was to now.
+func (rc *rangeCounts) add(was, now portCount) {
+	step := func(c *atomic.Int32, a, b bool) {
+		switch {
+		case !a && b:
+			c.Add(1)
+		case a && !b:
+			c.Add(-1)
+		}
+	}
+	step(&rc.used, was.users != 0, now.users != 0)
+	step(&rc.b4, was.b4 != 0, now.b4 != 0)
+	step(&rc.b6, was.b6 != 0, now.b6 != 0)
+	step(&rc.b46, was.b4|was.b6 != 0, now.b4|now.b6 != 0)
+}
+
 type portCount struct {
 	users  uint32
 	b4, b6 uint16
@@ -112,7 +138,8 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 	p := e.Port
 	st := &o.counts[p%countStripes]
 	st.mu.Lock()
-	c := st.m[p]
+	was := st.m[p]
+	c := was
 	c.users = uint32(int(c.users) + d)
 	b4, b6 := blocks(e)
 	if b4 {
@@ -131,6 +158,9 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 	}
 	st.mu.Unlock()
 	o.total.Add(int64(d))
+	if o.Range != nil && o.Range.Allowed(p) {
+		o.inRange.add(was, c)
+	}
 	o.used.set(p, c.users != 0)
 	if b4 {
 		o.blocked4.set(p, c.b4 != 0)
@@ -159,43 +189,42 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 	return n.V6 == sock.Wild6 && !n.Has(sock.V6Only), true
 }
 
-// census counts the ports of r with no socket, and reports whether some
-// port of r holds no socket that blocks n outright, in one pass over the
-// range's bitmap words.
-func (o *Occupancy) census(r *Range, n *sock.Entry) (free int, unblocked bool) {
-	r4, r6 := reaches(n)
-	var none [pageWords]atomic.Uint64 // stands for a page never made
-	page := func(b *sparseBits, pg int) *[pageWords]atomic.Uint64 {
-		if p := b.pages[pg].Load(); p != nil {
-			return p
-		}
-		return &none
+// census counts the ports of the range with no socket, and reports
+// whether some port of the range holds no socket that blocks n outright,
+// from the range's counts.
+func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
+	size := int32(o.Range.Size())
+	blocked := &o.inRange.b46
+	switch r4, r6 := reaches(n); {
+	case !r6:
+		blocked = &o.inRange.b4
+	case !r4:
+		blocked = &o.inRange.b6
 	}
-	for w, last := int(r.Low>>6), int(r.High>>6); w <= last; {
-		pg := w / pageWords
-		used, b4, b6 := page(&o.used, pg), page(&o.blocked4, pg), page(&o.blocked6, pg)
-		for end := min(last, pg*pageWords+pageWords-1); w <= end; w++ {
-			a := r.allowedWord(w)
-			free += bits.OnesCount64(a &^ used[w%pageWords].Load())
-			if unblocked {
-				continue
-			}
-			var b uint64
-			if r4 {
-				b |= b4[w%pageWords].Load()
-			}
-			if r6 {
-				b |= b6[w%pageWords].Load()
-			}
-			unblocked = a&^b != 0
-		}
-	}
-	return free, unblocked
+	return int(size - o.inRange.used.Load()), blocked.Load() < size
 }
 
-// kthFree returns the k-th (from 0) port of r with no socket, or false if
+// CheckCounts reports whether the range's counts agree with the bitmaps,
+// counted again word by word. Call it when no write is in flight.
+func (o *Occupancy) CheckCounts() bool {
+	r := o.Range
+	var used, b4, b6, b46 int
+	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
+		a := r.allowedWord(w)
+		x4, x6 := o.blocked4.word(w), o.blocked6.word(w)
+		used += bits.OnesCount64(a & o.used.word(w))
+		b4 += bits.OnesCount64(a & x4)
+		b6 += bits.OnesCount64(a & x6)
+		b46 += bits.OnesCount64(a & (x4 | x6))
+	}
+	c := &o.inRange
+	return int(c.used.Load()) == used && int(c.b4.Load()) == b4 && int(c.b6.Load()) == b6 && int(c.b46.Load()) == b46
+}
+
+// kthFree returns the k-th (from 0) port of the range with no socket, or false if
 // the index changed since census and there is no such port any more.
-func (o *Occupancy) kthFree(r *Range, k int) (uint16, bool) {
+func (o *Occupancy) kthFree(k int) (uint16, bool) {
+	r := o.Range
 	for w := int(r.Low >> 6); w <= int(r.High>>6); w++ {
 		free := r.allowedWord(w) &^ o.used.word(w)
 		n := bits.OnesCount64(free)
@@ -207,11 +236,12 @@ func (o *Occupancy) kthFree(r *Range, k int) (uint16, bool) {
 	return 0, false
 }
 
-// Census counts the ports of r that hold no socket, and reports whether
-// some port of r holds no socket that blocks n outright: one pass over the
-// range's bitmap words.
-func (o *Occupancy) Census(r *Range, n *sock.Entry) (free int, unblocked bool) { return o.census(r, n) }
+// Census counts the ports of the range that hold no socket, and reports
+// whether some port of the range holds no socket that blocks n outright,
+// in O(1).
+func (o *Occupancy) Census(n *sock.Entry) (free int, unblocked bool) { return o.census(n) }
 
-// KthFree returns the k-th (from 0) port of r that holds no socket, or
-// false if the index changed since Census and there is no such port.
-func (o *Occupancy) KthFree(r *Range, k int) (uint16, bool) { return o.kthFree(r, k) }
+// KthFree returns the k-th (from 0) port of the range that holds no
+// socket, or false if the index changed since Census and there is no such
+// port.
+func (o *Occupancy) KthFree(k int) (uint16, bool) { return o.kthFree(k) }

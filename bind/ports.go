@@ -39,6 +39,7 @@ type Range struct {
 	// the range: every word between is whole.
 	lowWord, highWord int
 	lowMask, highMask uint64
+	size              int // ports bind(0) may choose
 }
 
 // NewRange checks and builds a range; low = high = 0 means the default.
@@ -58,8 +59,14 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 			r.reserved.set(p)
 		}
 	}
+	for w := r.lowWord; w <= r.highWord; w++ {
+		r.size += bits.OnesCount64(r.allowedWord(w))
+	}
 	return r, nil
 }
+
+// Size returns the number of ports bind(0) may choose.
+func (r *Range) Size() int { return r.size }
 
 // Allowed reports whether bind(0) may choose p.
 func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.reservedPort(p) }

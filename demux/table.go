@@ -169,6 +169,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		isLocal:   cfg.IsLocal,
 	}
 	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go
+	t.occ.Range = r
 	if cfg.Slots == 0 {
 		limit := threshold
 		switch cfg.Strategy {
@@ -180,7 +181,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
 		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
-		t.ports = grow.Ports{Range: r, Occ: &t.occ, Rand: rnd}
+		t.ports = grow.Ports{Occ: &t.occ, Rand: rnd}
 		return t, nil
 	}
 	h1, err := hash1.New(cfg.Slots)

@@ -48,6 +48,9 @@ func (t *Table[V]) Verify() error {
 	if got := t.occ.Total(); got != len(seen) {
 		bad("occupancy index counts %d sockets in all, tables hold %d", got, len(seen))
 	}
+	if !t.occ.CheckCounts() {
+		bad("occupancy index: the ephemeral range's counts differ from its bitmaps")
+	}
 	return errors.Join(errs...)
 }
 

@@ -5,12 +5,11 @@ import (
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
-// Ports is what bind(0) needs: the range, the occupancy index (which the
-// engine keeps up to date) and the random source.
+// Ports is what bind(0) needs: the occupancy index (which the engine keeps
+// up to date), with the range it counts, and the random source.
 type Ports struct {
-	Range *bind.Range
-	Occ   *bind.Occupancy
-	Rand  *bind.Rand
+	Occ  *bind.Occupancy
+	Rand *bind.Rand
 }
 
 // Ephemeral chooses a port for n and returns its record locked, with
@@ -24,7 +23,7 @@ type Ports struct {
 // random one by a random odd step, checking each against its port's
 // summary: O(range), as Linux's search is when the range is nearly full.
 func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
-	r := x.Range
+	r := x.Occ.Range
 	remaining := int(r.High-r.Low) + 1
 	for range sampleTries {
 		p := r.Low + uint16(x.Rand.IntN(remaining))
@@ -35,14 +34,14 @@ func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
 		}
 	}
 	for range indexTries {
-		free, unblocked := x.Occ.Census(r, n)
+		free, unblocked := x.Occ.Census(n)
 		if free == 0 {
 			if !unblocked {
 				return nil
 			}
 			break
 		}
-		if p, ok := x.Occ.KthFree(r, x.Rand.IntN(free)); ok {
+		if p, ok := x.Occ.KthFree(x.Rand.IntN(free)); ok {
 			if pr := g.takeFree(p, n, x.Occ); pr != nil {
 				return pr
 			}
