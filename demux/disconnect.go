@@ -41,7 +41,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 		return err
 	}
 	e := &sock.Entry{
-		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Sock: old.Sock, Val: old.Val},
+		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
 		Owner: old.Owner,
 	}
 	l := localOf(old)
@@ -54,7 +54,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
 		return nil // unconnected and unbound to a device: nothing changes
 	}
-	sk := e.Sock
+	sk := e.Sock()
 	if e.Key() != old.Key() {
 		sk.BindSeq = t.seq.Add(1)
 	}

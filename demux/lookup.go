@@ -15,34 +15,34 @@ import (
 // It takes no lock and does not allocate.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
-	var e *sock.Face
+	var r *sock.Ref
 	if q.Init(src, dst, ifindex) {
 		var p lookup.Path
 		switch {
 		case t.g != nil:
 			// The growing tables follow the strategy themselves, and try
 			// the 127.0.0.6 fallback on the port record they hold.
-			e, p = t.g.Lookup(&q)
+			r, p = t.g.Lookup(&q)
 		case t.strategy == OnePhase:
-			e, p = t.tabs.OnePhase(&q), lookup.Primary
+			r, p = t.tabs.OnePhase(&q), lookup.Primary
 		case t.strategy == TwoPhase:
-			e, p = t.tabs.TwoPhase(&q), lookup.Secondary
+			r, p = t.tabs.TwoPhase(&q), lookup.Secondary
 		default:
-			e, p = t.tabs.Hybrid(&q)
+			r, p = t.tabs.Hybrid(&q)
 		}
 		if t.count {
 			t.stats.lookup(p)
 		}
-		if e == nil && t.g == nil && lookup.ToPlaceholder(&q) {
-			e = t.tabs.PlaceholderFallback(&q)
+		if r == nil && t.g == nil && lookup.ToPlaceholder(&q) {
+			r = t.tabs.PlaceholderFallback(&q)
 		}
 	}
-	if e == nil {
+	if r == nil {
 		var zero V
 		return nil, zero
 	}
-	h := handle[V](e)
-	return h, *(*V)(e.Val)
+	x := (*ref[V])(unsafe.Pointer(r))
+	return handle[V](x.Sock), x.val
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -76,17 +76,25 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p)
 	}
 	for _, e := range rs {
-		if h := handle[V](&e.Face); !yield(h, *(*V)(e.Val)) {
+		if x := (*ref[V])(unsafe.Pointer(e.Ref)); !yield(handle[V](x.Sock), x.val) {
 			return
 		}
 	}
 }
 
-// handle returns the public handle of e's socket. Socket embeds sock.Socket
-// as its first field, so the address of one is the address of the other;
-// TestHandleLayout checks it.
-func handle[V any](e *sock.Face) *Socket[V] {
-	return (*Socket[V])(unsafe.Pointer(e.Sock))
+// ref is the sock.Ref of a socket of a Table[V], with the socket's value
+// after it: a lookup turns the Ref it found into both with no type
+// assertion. TestHandleLayout checks that Ref is its first field.
+type ref[V any] struct {
+	sock.Ref
+	val V
+}
+
+// handle returns the public handle of the socket s. Socket embeds
+// sock.Socket as its first field, so the address of one is the address of
+// the other; TestHandleLayout checks it.
+func handle[V any](s *sock.Socket) *Socket[V] {
+	return (*Socket[V])(unsafe.Pointer(s))
 }
 
 // Datagram is the addressing of one received datagram, for LookupBatch.
@@ -113,7 +121,7 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
-		es [grow.BatchMax]*sock.Face
+		rs [grow.BatchMax]*sock.Ref
 	)
 	for done := 0; done < n; {
 		m := min(n-done, grow.BatchMax)
@@ -121,10 +129,10 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 			d := &ds[done+i]
 			ok[i] = qs[i].Init(d.Src, d.Dst, d.Ifindex)
 		}
-		t.g.LookupBatch(qs[:m], ok[:m], es[:m])
+		t.g.LookupBatch(qs[:m], ok[:m], rs[:m])
 		for i := range m {
-			if e := es[i]; e != nil {
-				out[done+i] = handle[V](e)
+			if r := rs[i]; r != nil {
+				out[done+i] = handle[V](r.Sock)
 			} else {
 				out[done+i] = nil
 			}

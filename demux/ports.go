@@ -47,12 +47,12 @@ func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
 	t.lockPort(&h, p)
 	if h.pr != nil {
 		for _, e := range h.pr.Entries(nil) {
-			buf = append(buf, handle[V](&e.Face))
+			buf = append(buf, handle[V](e.Sock()))
 		}
 	} else {
 		for n := t.tabs.H1.Slot(p).Chain.First(); n != nil; n = n.Next.Load() {
 			if e := sock.OfPrimary(n); e.Port == p {
-				buf = append(buf, handle[V](&e.Face))
+				buf = append(buf, handle[V](e.Sock()))
 			}
 		}
 	}

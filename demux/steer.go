@@ -59,7 +59,7 @@ func (g Group[V]) Pick(src, dst netip.AddrPort, ifindex int) *Socket[V] {
 		return nil
 	}
 	if e := lookup.Member(g.g, g.t.tabs.Seed, &q); e != nil {
-		return handle[V](&e.Face)
+		return handle[V](e.Sock())
 	}
 	return nil
 }
@@ -106,13 +106,13 @@ type Members[V any] struct{ v sock.View }
 func (m Members[V]) Len() int { return m.v.Len() }
 
 // At returns the i-th member, 0 ≤ i < Len(); it panics for another i.
-func (m Members[V]) At(i int) *Socket[V] { return handle[V](&m.v.At(i).Face) }
+func (m Members[V]) At(i int) *Socket[V] { return handle[V](m.v.At(i).Sock()) }
 
 // All yields the members with their indexes, in order.
 func (m Members[V]) All() iter.Seq2[int, *Socket[V]] {
 	return func(yield func(int, *Socket[V]) bool) {
 		for i := range m.v.Len() {
-			if !yield(i, handle[V](&m.v.At(i).Face)) {
+			if !yield(i, handle[V](m.v.At(i).Sock())) {
 				return
 			}
 		}
@@ -134,9 +134,9 @@ func Rendezvous[V any](key func(*Socket[V]) uint64) Selector[V] {
 		best, bestW := -1, uint64(0)
 		for i := range m.v.Len() {
 			e := m.v.At(i)
-			k := e.Sock.Bound
+			k := e.Sock().Bound
 			if key != nil {
-				k = key(handle[V](&e.Face))
+				k = key(handle[V](e.Sock()))
 			}
 			if w := weight(hash, k); best < 0 || w > bestW {
 				best, bestW = i, w

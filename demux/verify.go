@@ -106,7 +106,7 @@ func (t *Table[V]) verifyFixed(bad func(string, ...any)) map[*sock.Entry]bool {
 		if !seen2[e] {
 			bad("entry %v:%d in the primary table only", e.LocalAddr(), e.Port)
 		}
-		if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
+		if e.Sock().Closed.Load() || e.Sock().Cur.Load() != e {
 			bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 		}
 		wantGroup := e.Has(sock.ReusePort) && !e.Has(sock.Connected)

@@ -5,7 +5,6 @@ import (
 	"math"
 	"net/netip"
 	"syscall"
-	"unsafe"
 
 	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -30,9 +29,8 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	box := new(V)
-	*box = v
-	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Sock: &s.s, Val: unsafe.Pointer(box)}, Owner: o.Owner}
+	r := &ref[V]{Ref: sock.Ref{Sock: &s.s}, val: v}
+	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: &r.Ref}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
@@ -178,7 +176,7 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
 	for ; n != nil; n = n.Next.Load() {
 		x := sock.OfSecondary(n)
-		if x.Group != nil && x.Sock != e.Sock && x.Port == e.Port && x.Flags&key == e.Flags&key &&
+		if x.Group != nil && x.Sock() != e.Sock() && x.Port == e.Port && x.Flags&key == e.Flags&key &&
 			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
 			return x.Group
 		}
@@ -214,7 +212,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	e := &sock.Entry{
 		Face: sock.Face{
 			Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
-			Seq: old.Seq, Sock: old.Sock, Val: old.Val, Remote: peer.Addr, RemotePort: peer.Port,
+			Seq: old.Seq, Ref: old.Ref, Remote: peer.Addr, RemotePort: peer.Port,
 		},
 		Owner: old.Owner, Peer4: old.Peer4,
 	}
@@ -272,7 +270,7 @@ func (t *Table[V]) replace(h *held, s *Socket[V], old, e *sock.Entry) {
 // precedence while its 4-tuple is that one. The caller holds the socket's
 // primary slot lock.
 func (t *Table[V]) order(e, old *sock.Entry) {
-	sk := e.Sock
+	sk := e.Sock()
 	if e.Key() != old.Key() {
 		sk.BindSeq = t.seq.Add(1)
 	}

@@ -10,7 +10,7 @@ import (
 // BatchMax is the most datagrams LookupBatch takes at once.
 const BatchMax = 64
 
-// LookupBatch stores in out[i] the entry that receives qs[i] (nil for a
+// LookupBatch stores in out[i] the Ref of the socket that receives qs[i] (nil for a
 // query that ok[i] marks undeliverable), as Lookup would, for up to
 // BatchMax datagrams.
 //
@@ -22,7 +22,7 @@ const BatchMax = 64
 // port's sequence count before the first probe and check it after the
 // last, and a datagram whose port saw a move meanwhile is looked up again
 // alone.
-func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
+func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Ref) {
 	n := min(len(qs), len(ok), len(out), BatchMax)
 	var (
 		prs     [BatchMax]*portSlot
@@ -73,11 +73,10 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Face) {
 		default:
 			e := g.finishBatch(pr, q, khs[i], &bests[i])
 			if pr.list.Seq.Changed(seqs[i]) {
-				e, _ = g.Lookup(q)
+				out[i], _ = g.Lookup(q)
 			} else {
-				e = g.finish(pr, e, q)
+				out[i] = g.finish(pr, e, q)
 			}
-			out[i] = e
 		}
 	}
 }

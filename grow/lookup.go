@@ -6,9 +6,9 @@ import (
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// Lookup returns the entry that receives the unicast datagram q, and the
-// path it took. It takes no lock and does not allocate.
-func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
+// Lookup returns the Ref of the socket that receives the unicast datagram
+// q, and the path it took. It takes no lock and does not allocate.
+func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
 	pr := g.port(q.DstPort)
 	if pr == nil {
 		return nil, lookup.Primary
@@ -23,7 +23,7 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Face, lookup.Path) {
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
 // tries the 127.0.0.6 fallback when nothing matched.
-func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Face {
+func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 	if e == nil {
 		if lookup.ToPlaceholder(q) {
 			return lookup.PlaceholderFallbackFrom(pr.list.First(), q)

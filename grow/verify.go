@@ -36,7 +36,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 				bad("entry %v:%d twice on the ports", e.LocalAddr(), e.Port)
 			}
 			onPort[e] = true
-			if e.Sock.Closed.Load() || e.Sock.Cur.Load() != e {
+			if e.Sock().Closed.Load() || e.Sock().Cur.Load() != e {
 				bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 			}
 			if inConns(e) {

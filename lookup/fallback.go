@@ -16,13 +16,13 @@ import (
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func (t *Tables) PlaceholderFallback(q *Query) *sock.Face {
+func (t *Tables) PlaceholderFallback(q *Query) *sock.Ref {
 	return PlaceholderFallbackFrom(t.H1.Slot(q.DstPort).Chain.First(), q)
 }
 
 // PlaceholderFallbackFrom is PlaceholderFallback over the primary chain
 // that starts at n.
-func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Face {
+func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Ref {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.OfPrimary(n)
@@ -47,11 +47,14 @@ func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Face {
 		}
 		// Ties go to the socket bound last: Linux scans the port's
 		// primary chain, where a connect does not move a socket.
-		if s > b.Score || (s == b.Score && e.Sock.Bound > b.E.Sock.Bound) {
+		if s > b.Score || (s == b.Score && e.Sock().Bound > b.E.Sock().Bound) {
 			b.E, b.Score = &e.Face, s
 		}
 	}
-	return b.E
+	if b.E == nil {
+		return nil
+	}
+	return b.E.Ref
 }
 
 // ToPlaceholder reports whether q is an IPv4 datagram to the placeholder

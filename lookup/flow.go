@@ -37,29 +37,41 @@ func (q *Query) Flow(hash uint32) sock.Flow {
 		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash}
 }
 
-// ReusePort hands a winner in an SO_REUSEPORT group over to the member
-// that the group's selector picks for q, or, if it has none or it
-// declines, the member that q's flow hashes to.
-func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Face {
-	if e == nil || e.Group == nil || e.Group.Len() < 2 {
-		return e
+// ReusePort returns what receives q when e wins: e's Ref, or, if e is
+// in an SO_REUSEPORT group of several members, the Ref of the member that
+// q's flow goes to (see Member).
+func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
+	if e == nil {
+		return nil
 	}
-	if m := Member(e.Group, seed, q); m != nil {
-		return &m.Face
+	if e.Group == nil {
+		return e.Ref
 	}
-	return e
+	v := e.Group.View()
+	if v.Len() < 2 {
+		return e.Ref
+	}
+	return v.Ref(choose(e.Group, v, seed, q))
 }
 
 // Member returns the member of g that receives q: the one g's selector
 // picks, else the one q's flow hashes to; nil if g is empty.
 func Member(g *sock.Group, seed uint64, q *Query) *sock.Entry {
+	v := g.View()
+	if v.Len() == 0 {
+		return nil
+	}
+	return v.At(choose(g, v, seed, q))
+}
+
+// choose returns the index in v, g's members, of the one that receives q.
+// v is not empty.
+func choose(g *sock.Group, v sock.View, seed uint64, q *Query) int {
 	h := FlowHash(seed, q)
 	if sel := g.Selector(); sel != nil {
-		if v := g.View(); v.Len() > 0 {
-			if i := sel(q.Flow(h), v); uint(i) < uint(v.Len()) {
-				return v.At(i)
-			}
+		if i := sel(q.Flow(h), v); uint(i) < uint(v.Len()) {
+			return i
 		}
 	}
-	return g.Pick(h)
+	return Pick(h, v.Len())
 }

@@ -77,7 +77,7 @@ func (b *Best) scanSecondary(n *sock.Node, q *Query) {
 }
 
 // OnePhase scans the primary chain of q's port.
-func (t *Tables) OnePhase(q *Query) *sock.Face {
+func (t *Tables) OnePhase(q *Query) *sock.Ref {
 	b := NewBest()
 	b.ScanPrimary(t.H1.Slot(q.DstPort).Chain.First(), q)
 	return ReusePort(t.Seed, b.E, q)
@@ -85,13 +85,13 @@ func (t *Tables) OnePhase(q *Query) *sock.Face {
 
 // TwoPhase searches the exact-address secondary slot, then the wildcard
 // one.
-func (t *Tables) TwoPhase(q *Query) *sock.Face {
+func (t *Tables) TwoPhase(q *Query) *sock.Ref {
 	e, _ := t.twoPhase(q, -1)
 	return ReusePort(t.Seed, e, q)
 }
 
 // Hybrid applies Linux 2.6.33's rule and reports the path it took.
-func (t *Tables) Hybrid(q *Query) (*sock.Face, Path) {
+func (t *Tables) Hybrid(q *Query) (*sock.Ref, Path) {
 	p := t.H1.Slot(q.DstPort).Chain.Len()
 	if p > t.Threshold {
 		if e, ok := t.twoPhase(q, p); ok {

@@ -88,8 +88,9 @@ type Face struct {
 	// IPv4 socket, V4 in mapped form.
 	V6 Addr16
 
-	// Sock is the socket this entry is a state of.
-	Sock *Socket
+	// Ref leads to the socket this entry is a state of, and to its value:
+	// what a lookup returns.
+	Ref *Ref
 	// Group is the SO_REUSEPORT group of an unconnected ReusePort entry.
 	Group *Group
 	// Seq orders entries for ties: larger is more recently bound (or
@@ -98,21 +99,28 @@ type Face struct {
 	// chains.
 	Seq    uint64
 	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
-	// Val points to a copy of the value the owner attached, typed by the
-	// table (a *V): a lookup reads it from there with no type assertion,
-	// and these small copies sit close together in memory, where the
-	// handles that also hold the value do not.
-	Val unsafe.Pointer
+}
+
+// Sock returns the socket f is a state of.
+func (f *Face) Sock() *Socket { return f.Ref.Sock }
+
+// Ref is what a lookup returns: a socket, with the value its owner
+// attached after it in memory, typed by the table (so that no lookup needs
+// a type assertion). It is one small object per socket, made at bind,
+// which every state of the socket and its SO_REUSEPORT group point to. A
+// lookup that picks a member of a large group reads the member's Ref, not
+// its entry, and these small objects sit close together in memory.
+type Ref struct {
+	Sock *Socket
 }
 
 // Entry is one published state of a bound socket. Every field but the
 // nodes' links is immutable after the Entry is linked into a chain.
 //
-// Entries are 120 bytes. The first cache line holds the primary link and
+// Entries are 112 bytes. The first cache line holds the primary link and
 // all that a primary-chain lookup of an unconnected socket scores, with
-// the socket it leads to; the second holds the tie order, the peer, the
-// pointer to the owner's value (typed by the table, so that no lookup needs
-// a type assertion) and the secondary link.
+// the Ref it leads to; the second holds the tie order, the peer and the
+// secondary link.
 type Entry struct {
 	N1 Node // link in the primary (port) chain
 	Face

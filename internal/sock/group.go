@@ -76,13 +76,22 @@ func (v View) At(i int) *Entry {
 	return v.m.es[i].Load()
 }
 
+// Ref returns the i-th member's Ref, 0 ≤ i < v.Len(): what a lookup
+// returns, without a load of the member's entry.
+func (v View) Ref(i int) *Ref {
+	if uint(i) >= uint(v.n) {
+		panic("sock: View index out of range")
+	}
+	return v.m.refs[i].Load()
+}
+
 // Snapshot returns a View of a copy of the members, which later joins
 // and leaves leave alone.
 func (g *Group) Snapshot() View {
 	es := g.Members()
-	m := &members{es: make([]atomic.Pointer[Entry], len(es))}
+	m := newMembers(len(es))
 	for i, e := range es {
-		m.es[i].Store(e)
+		m.set(i, e)
 	}
 	m.n.Store(int32(len(es)))
 	return View{m: m, n: len(es)}
@@ -90,9 +99,23 @@ func (g *Group) Snapshot() View {
 
 // members is one array of a group. Writers grow it by copying into a new
 // one; readers that still hold an old one see the members of that moment.
+// refs[i] is es[i].Ref, apart so that a pick reads a dense array of small
+// objects; a reader may see the two of a slot from different moments,
+// each of them a member of its moment.
 type members struct {
-	n  atomic.Int32
-	es []atomic.Pointer[Entry]
+	n    atomic.Int32
+	es   []atomic.Pointer[Entry]
+	refs []atomic.Pointer[Ref]
+}
+
+func newMembers(n int) *members {
+	return &members{es: make([]atomic.Pointer[Entry], n), refs: make([]atomic.Pointer[Ref], n)}
+}
+
+// set stores e in slot i.
+func (m *members) set(i int, e *Entry) {
+	m.es[i].Store(e)
+	m.refs[i].Store(e.Ref)
 }
 
 // Len returns the number of members.
@@ -101,21 +124,6 @@ func (g *Group) Len() int {
 		return int(m.n.Load())
 	}
 	return 0
-}
-
-// Pick returns the member at the flow hash's position (hash·n/2³²) among
-// the n members, or nil if the group is empty. It takes no lock and does
-// not allocate.
-func (g *Group) Pick(hash uint32) *Entry {
-	m := g.arr.Load()
-	if m == nil {
-		return nil
-	}
-	n := m.n.Load()
-	if n == 0 {
-		return nil
-	}
-	return m.es[uint64(hash)*uint64(n)>>32].Load()
 }
 
 // Members returns a copy of the members in the group's order.
@@ -139,9 +147,9 @@ func (g *Group) Add(e *Entry) {
 		n = m.n.Load()
 	}
 	if m == nil || int(n) == len(m.es) {
-		grown := &members{es: make([]atomic.Pointer[Entry], max(4, 2*int(n)))}
-		for i := range n {
-			grown.es[i].Store(m.es[i].Load())
+		grown := newMembers(max(4, 2*int(n)))
+		for i := range int(n) {
+			grown.set(i, m.es[i].Load())
 		}
 		grown.n.Store(n)
 		g.arr.Store(grown)
@@ -151,7 +159,7 @@ func (g *Group) Add(e *Entry) {
 		g.pos = map[*Entry]int{}
 	}
 	g.pos[e] = int(n)
-	m.es[n].Store(e)
+	m.set(int(n), e)
 	m.n.Store(n + 1)
 }
 
@@ -168,7 +176,7 @@ func (g *Group) Remove(e *Entry) int {
 	last := m.n.Load() - 1
 	if int32(i) != last {
 		moved := m.es[last].Load()
-		m.es[i].Store(moved)
+		m.set(i, moved)
 		g.pos[moved] = i
 	}
 	// The last slot keeps its pointer: a reader that counted the old
