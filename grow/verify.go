@@ -95,6 +95,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
+	if !g.ports.TagsExact() || !g.addrs.TagsExact() || !g.conns.TagsExact() {
+		bad("an index's slot tags differ from its keys")
+	}
 	if len(onPort) != g.Len() {
 		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
 	}

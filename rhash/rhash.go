@@ -24,6 +24,20 @@
 // Slots are indexed by the top bits of a 64-bit hash that the caller
 // computes (seeded, so that no outsider can aim keys at one slot); growing
 // splits old slot i into new slots 2i and 2i+1, shrinking merges them back.
+//
+// # Tags
+//
+// Beside each slot is a byte of tags: bit b is set if a key of the slot
+// may have tag b, three bits of its hash just below those that pick the
+// slot. A lookup reads the byte first and goes no further when its key's
+// bit is clear. The tags of a table of a million slots take a megabyte,
+// which stays in a core's cache where the slots (eight) and the nodes
+// do not, so a lookup of a key that is not there seldom costs a cache
+// miss. A key is seen once it is in its chain and its bit is set, in
+// either order; a writer clears a bit only when no other key of the slot
+// needs it, and sets every bit of a slot before it forwards it, so the
+// tags of a table that lookups still read never hide a key that writers
+// added to its successor.
 package rhash
 
 import (
@@ -45,6 +59,9 @@ type node[K comparable, V any] struct {
 // table is one generation of slots.
 type table[K comparable, V any] struct {
 	slots []atomic.Pointer[node[K, V]]
+	// tags holds the tag byte of slot i in byte i%4 of word i/4. A
+	// writer of slot i changes only that byte, under locks[i].
+	tags  []atomic.Uint32
 	locks []sync.Mutex // locks[i] guards writes to slots[i]
 	shift uint8        // slot of hash h: h >> shift
 	// next is the table being filled from this one; set before the first
@@ -59,9 +76,39 @@ func newTable[K comparable, V any](n int) *table[K, V] {
 	}
 	return &table[K, V]{
 		slots: make([]atomic.Pointer[node[K, V]], n),
+		tags:  make([]atomic.Uint32, (n+3)/4),
 		locks: make([]sync.Mutex, n),
 		shift: shift,
 	}
+}
+
+// tag returns the tag bit of hash h in t: one of the three bits of h just
+// below those that pick its slot. A table has at least 8 slots, so shift
+// is at most 61.
+func (t *table[K, V]) tag(h uint64) uint32 { return 1 << (h >> (t.shift - 3) & 7) }
+
+// mayHave reports whether slot i's tags have bit tag.
+func (t *table[K, V]) mayHave(i uint64, tag uint32) bool {
+	return t.tags[i/4].Load()>>(8*(i%4))&tag != 0
+}
+
+// setTags makes slot i's tag byte b: first the union of old and new, then
+// b, so that no moment shows fewer bits than either. The caller holds
+// locks[i].
+func (t *table[K, V]) setTags(i uint64, b uint32) {
+	sh := 8 * (i % 4)
+	w := &t.tags[i/4]
+	w.Or(b << sh)
+	w.And(^((^b & 0xff) << sh))
+}
+
+// tagsOf returns the tag byte of the chain from n in t.
+func (t *table[K, V]) tagsOf(n *node[K, V]) uint32 {
+	var b uint32
+	for ; n != nil; n = n.next {
+		b |= t.tag(n.hash)
+	}
+	return b
 }
 
 // Map maps keys to values. The zero Map is not usable: call New.
@@ -110,7 +157,11 @@ type Chain[K comparable, V any] struct{ n *node[K, V] }
 func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 	t := m.tab.Load()
 	for {
-		n := t.slots[h>>t.shift].Load()
+		i := h >> t.shift
+		if !t.mayHave(i, t.tag(h)) {
+			return Chain[K, V]{}
+		}
+		n := t.slots[i].Load()
 		if n != m.moved {
 			return Chain[K, V]{n}
 		}
@@ -160,9 +211,12 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 		case old != nil && keep:
 			t.slots[i].Store(replace(head, old, &node[K, V]{key: k, hash: h, val: v}))
 		case old != nil:
-			t.slots[i].Store(replace(head, old, nil))
+			rest := replace(head, old, nil)
+			t.slots[i].Store(rest)
+			t.setTags(i, t.tagsOf(rest))
 			m.count.Add(-1)
 		case keep:
+			t.setTags(i, t.tagsOf(head)|t.tag(h))
 			t.slots[i].Store(&node[K, V]{key: k, hash: h, val: v, next: head})
 			m.count.Add(1)
 		}
@@ -231,8 +285,14 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 				c.next, hi = hi, c
 			}
 		}
+		nt.setTags(uint64(2*i), nt.tagsOf(lo))
+		nt.setTags(uint64(2*i+1), nt.tagsOf(hi))
 		nt.slots[2*i].Store(lo)
 		nt.slots[2*i+1].Store(hi)
+		// Every bit, before the marker: a lookup that still reads this
+		// table must go on to the successor, which may hold keys these
+		// tags never had.
+		t.setTags(uint64(i), 0xff)
 		t.slots[i].Store(m.moved)
 		t.locks[i].Unlock()
 	}
@@ -253,7 +313,10 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 				merged = &node[K, V]{key: n.key, hash: n.hash, val: n.val, next: merged}
 			}
 		}
+		nt.setTags(uint64(j), nt.tagsOf(merged))
 		nt.slots[j].Store(merged)
+		t.setTags(uint64(a), 0xff)
+		t.setTags(uint64(b), 0xff)
 		t.slots[a].Store(m.moved)
 		t.slots[b].Store(m.moved)
 		t.locks[b].Unlock()
@@ -289,6 +352,18 @@ func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func
 	}
 	for ; n != nil; n = n.next {
 		if n.hash>>shift == want && !f(n.key, n.val) {
+			return false
+		}
+	}
+	return true
+}
+
+// TagsExact reports whether every slot's tags are exactly those of its
+// keys. Call it when no write is in flight.
+func (m *Map[K, V]) TagsExact() bool {
+	t := m.tab.Load()
+	for i := range t.slots {
+		if t.tags[i/4].Load()>>(8*(i%4))&0xff != t.tagsOf(t.slots[i].Load()) {
 			return false
 		}
 	}

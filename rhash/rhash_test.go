@@ -45,6 +45,7 @@ func TestGrowShrink(t *testing.T) {
 		}
 		_, ok := get(m, n)
 		assert.False(t, ok)
+		assert.True(t, m.TagsExact())
 		seen := map[int]int{}
 		m.All(func(k, v int) bool { seen[k]++; return true })
 		assert.Len(t, seen, n)
@@ -53,6 +54,7 @@ func TestGrowShrink(t *testing.T) {
 		}
 		assert.Zero(t, m.Len())
 		assert.Equal(t, minSlots, m.Slots(), "shrinks back")
+		assert.True(t, m.TagsExact())
 	}
 }
 
@@ -80,6 +82,34 @@ func TestUpdateReplaces(t *testing.T) {
 	_, ok := m.Get(h, 3)
 	assert.False(t, ok)
 	assert.Equal(t, 4, m.Len())
+	assert.True(t, m.TagsExact())
+}
+
+// TestTags: keys of one slot with every tag, and keys that share a tag,
+// removed one by one; each removal clears exactly the bits no remaining
+// key needs, and a missing key of the slot is found absent either way.
+func TestTags(t *testing.T) {
+	m := New[int, int]()
+	// Slot 0 of the 8-slot table, tag b in bits 58–60; keys 4–7 repeat
+	// the tags of 0–3.
+	const keys = 8
+	hash := func(k int) uint64 { return uint64(k%4) << 58 }
+	for k := range keys {
+		m.Update(hash(k), k, func(int, bool) (int, bool) { return k, true })
+	}
+	require.Equal(t, minSlots, m.Slots())
+	for k := range keys {
+		require.True(t, m.TagsExact(), "before deleting %d", k)
+		m.Update(hash(k), k, func(int, bool) (int, bool) { return 0, false })
+		_, ok := m.Get(hash(k), k)
+		require.False(t, ok, k)
+		for j := k + 1; j < keys; j++ {
+			v, ok := m.Get(hash(j), j)
+			require.True(t, ok, "key %d after deleting %d", j, k)
+			require.Equal(t, j, v)
+		}
+	}
+	assert.True(t, m.TagsExact())
 }
 
 // TestResizeUnderReaders: while writers add and remove keys, growing and
@@ -135,6 +165,62 @@ func TestResizeUnderReaders(t *testing.T) {
 	assert.Zero(t, fails.Load(), "wrong reads among %d", reads.Load())
 	assert.Positive(t, reads.Load())
 	assert.Equal(t, stable, m.Len())
+}
+
+// TestAddedDuringResize: keys that one writer adds while another grows
+// and shrinks the table (by 20 000 keys a round, past the first writer's
+// few thousand), many of them into slots already forwarded, are
+// found by every lookup that begins after they were added, also by one
+// that still reads the table being replaced.
+func TestAddedDuringResize(t *testing.T) {
+	m := New[int, int]()
+	const base = 1 << 20 // the second writer's keys: base, base+1, …
+	var added atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var reads, fails atomic.Int64
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), 9))
+			for !stop.Load() {
+				n := added.Load()
+				if n == 0 {
+					continue
+				}
+				k := base + int(rng.Int64N(n))
+				if v, ok := get(m, k); !ok || v != k {
+					fails.Add(1)
+				}
+				reads.Add(1)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		// About one key a millisecond, so that the keys stay few enough
+		// for the table to shrink too, and many land during a resize.
+		for k := base; !stop.Load(); k++ {
+			put(m, k, k)
+			added.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for round := 0; time.Now().Before(deadline); round++ {
+		for k := range 20000 {
+			put(m, k, k)
+		}
+		for k := range 20000 {
+			del(m, k)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Zero(t, fails.Load(), "missed keys among %d reads", reads.Load())
+	assert.Positive(t, reads.Load())
 }
 
 func BenchmarkGet(b *testing.B) {
