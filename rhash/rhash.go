@@ -29,11 +29,11 @@
 //
 // Beside each slot is a byte of tags: bit b is set if a key of the slot
 // may have tag b, three bits of its hash just below those that pick the
-// slot. A lookup reads the byte first and goes no further when its key's
-// bit is clear. The tags of a table of a million slots take a megabyte,
-// which stays in a core's cache where the slots (eight) and the nodes
-// do not, so a lookup of a key that is not there seldom costs a cache
-// miss. A key is seen once it is in its chain and its bit is set, in
+// slot. Slots sit seven to a cache line with their tags, so a lookup
+// reads a slot's tags with its chain head, and goes no further when its
+// key's bit is clear: a lookup of a key that is not there costs one cache
+// miss instead of two (the slot, then the first node), and usually none
+// more in a slot that holds other keys. A key is seen once it is in its chain and its bit is set, in
 // either order; a writer clears a bit only when no other key of the slot
 // needs it, and sets every bit of a slot before it forwards it, so the
 // tags of a table that lookups still read never hide a key that writers
@@ -58,16 +58,26 @@ type node[K comparable, V any] struct {
 
 // table is one generation of slots.
 type table[K comparable, V any] struct {
-	slots []atomic.Pointer[node[K, V]]
-	// tags holds the tag byte of slot i in byte i%4 of word i/4. A
-	// writer of slot i changes only that byte, under locks[i].
-	tags  []atomic.Uint32
-	locks []sync.Mutex // locks[i] guards writes to slots[i]
+	lines []line[K, V] // slot i is lines[i/7].slots[i%7]
+	n     int          // slots
+	locks []sync.Mutex // locks[i] guards writes to slot i
 	shift uint8        // slot of hash h: h >> shift
 	// next is the table being filled from this one; set before the first
 	// slot is forwarded, then never changed.
 	next atomic.Pointer[table[K, V]]
 }
+
+// line is seven slots and their tags, a cache line: a lookup reads a
+// slot's tags and its chain head with one miss. The tags of slot 7l+j are
+// byte j of tags; a writer of the slot changes only that byte, under the
+// slot's lock.
+type line[K comparable, V any] struct {
+	tags  atomic.Uint64
+	slots [7]atomic.Pointer[node[K, V]]
+}
+
+// slot returns slot i.
+func (t *table[K, V]) slot(i uint64) *atomic.Pointer[node[K, V]] { return &t.lines[i/7].slots[i%7] }
 
 func newTable[K comparable, V any](n int) *table[K, V] {
 	shift := uint8(64)
@@ -75,8 +85,8 @@ func newTable[K comparable, V any](n int) *table[K, V] {
 		shift--
 	}
 	return &table[K, V]{
-		slots: make([]atomic.Pointer[node[K, V]], n),
-		tags:  make([]atomic.Uint32, (n+3)/4),
+		lines: make([]line[K, V], (n+6)/7),
+		n:     n,
 		locks: make([]sync.Mutex, n),
 		shift: shift,
 	}
@@ -85,26 +95,26 @@ func newTable[K comparable, V any](n int) *table[K, V] {
 // tag returns the tag bit of hash h in t: one of the three bits of h just
 // below those that pick its slot. A table has at least 8 slots, so shift
 // is at most 61.
-func (t *table[K, V]) tag(h uint64) uint32 { return 1 << (h >> (t.shift - 3) & 7) }
+func (t *table[K, V]) tag(h uint64) uint64 { return 1 << (h >> (t.shift - 3) & 7) }
 
-// mayHave reports whether slot i's tags have bit tag.
-func (t *table[K, V]) mayHave(i uint64, tag uint32) bool {
-	return t.tags[i/4].Load()>>(8*(i%4))&tag != 0
+// tagsAt returns slot i's tag byte.
+func (t *table[K, V]) tagsAt(i uint64) uint64 {
+	return t.lines[i/7].tags.Load() >> (8 * (i % 7)) & 0xff
 }
 
 // setTags makes slot i's tag byte b: first the union of old and new, then
 // b, so that no moment shows fewer bits than either. The caller holds
 // locks[i].
-func (t *table[K, V]) setTags(i uint64, b uint32) {
-	sh := 8 * (i % 4)
-	w := &t.tags[i/4]
+func (t *table[K, V]) setTags(i uint64, b uint64) {
+	sh := 8 * (i % 7)
+	w := &t.lines[i/7].tags
 	w.Or(b << sh)
 	w.And(^((^b & 0xff) << sh))
 }
 
 // tagsOf returns the tag byte of the chain from n in t.
-func (t *table[K, V]) tagsOf(n *node[K, V]) uint32 {
-	var b uint32
+func (t *table[K, V]) tagsOf(n *node[K, V]) uint64 {
+	var b uint64
 	for ; n != nil; n = n.next {
 		b |= t.tag(n.hash)
 	}
@@ -130,7 +140,7 @@ func New[K comparable, V any]() *Map[K, V] {
 func (m *Map[K, V]) Len() int { return int(m.count.Load()) }
 
 // Slots returns the number of slots of the current table.
-func (m *Map[K, V]) Slots() int { return len(m.tab.Load().slots) }
+func (m *Map[K, V]) Slots() int { return m.tab.Load().n }
 
 // Get returns the value of key k, whose hash is h. It takes no lock.
 func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
@@ -158,10 +168,11 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 	t := m.tab.Load()
 	for {
 		i := h >> t.shift
-		if !t.mayHave(i, t.tag(h)) {
+		l := &t.lines[i/7]
+		if l.tags.Load()>>(8*(i%7))&t.tag(h) == 0 {
 			return Chain[K, V]{}
 		}
-		n := t.slots[i].Load()
+		n := l.slots[i%7].Load()
 		if n != m.moved {
 			return Chain[K, V]{n}
 		}
@@ -189,7 +200,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 	for {
 		i := h >> t.shift
 		t.locks[i].Lock()
-		head := t.slots[i].Load()
+		head := t.slot(i).Load()
 		if head == m.moved {
 			t.locks[i].Unlock()
 			t = t.next.Load()
@@ -209,15 +220,15 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 		v, keep := f(cur, old != nil)
 		switch {
 		case old != nil && keep:
-			t.slots[i].Store(replace(head, old, &node[K, V]{key: k, hash: h, val: v}))
+			t.slot(i).Store(replace(head, old, &node[K, V]{key: k, hash: h, val: v}))
 		case old != nil:
 			rest := replace(head, old, nil)
-			t.slots[i].Store(rest)
+			t.slot(i).Store(rest)
 			t.setTags(i, t.tagsOf(rest))
 			m.count.Add(-1)
 		case keep:
 			t.setTags(i, t.tagsOf(head)|t.tag(h))
-			t.slots[i].Store(&node[K, V]{key: k, hash: h, val: v, next: head})
+			t.slot(i).Store(&node[K, V]{key: k, hash: h, val: v, next: head})
 			m.count.Add(1)
 		}
 		t.locks[i].Unlock()
@@ -252,7 +263,7 @@ func replace[K comparable, V any](head, old, n *node[K, V]) *node[K, V] {
 // shrinks it below one per eight, unless another writer is resizing.
 func (m *Map[K, V]) maybeResize() {
 	t := m.tab.Load()
-	n, slots := m.count.Load(), int64(len(t.slots))
+	n, slots := m.count.Load(), int64(t.n)
 	if n <= slots && (n >= slots/8 || slots <= minSlots) {
 		return
 	}
@@ -261,7 +272,7 @@ func (m *Map[K, V]) maybeResize() {
 	}
 	defer m.resizing.Unlock()
 	t = m.tab.Load()
-	n, slots = m.count.Load(), int64(len(t.slots))
+	n, slots = m.count.Load(), int64(t.n)
 	switch {
 	case n > slots:
 		m.grow(t)
@@ -272,12 +283,12 @@ func (m *Map[K, V]) maybeResize() {
 
 // grow moves every slot of t into a table of twice the slots.
 func (m *Map[K, V]) grow(t *table[K, V]) {
-	nt := newTable[K, V](2 * len(t.slots))
+	nt := newTable[K, V](2 * t.n)
 	t.next.Store(nt)
-	for i := range t.slots {
+	for i := range uint64(t.n) {
 		t.locks[i].Lock()
 		var lo, hi *node[K, V]
-		for n := t.slots[i].Load(); n != nil; n = n.next {
+		for n := t.slot(i).Load(); n != nil; n = n.next {
 			c := &node[K, V]{key: n.key, hash: n.hash, val: n.val}
 			if n.hash>>nt.shift&1 == 0 {
 				c.next, lo = lo, c
@@ -285,15 +296,15 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 				c.next, hi = hi, c
 			}
 		}
-		nt.setTags(uint64(2*i), nt.tagsOf(lo))
-		nt.setTags(uint64(2*i+1), nt.tagsOf(hi))
-		nt.slots[2*i].Store(lo)
-		nt.slots[2*i+1].Store(hi)
+		nt.setTags(2*i, nt.tagsOf(lo))
+		nt.setTags(2*i+1, nt.tagsOf(hi))
+		nt.slot(2 * i).Store(lo)
+		nt.slot(2*i + 1).Store(hi)
 		// Every bit, before the marker: a lookup that still reads this
 		// table must go on to the successor, which may hold keys these
 		// tags never had.
-		t.setTags(uint64(i), 0xff)
-		t.slots[i].Store(m.moved)
+		t.setTags(i, 0xff)
+		t.slot(i).Store(m.moved)
 		t.locks[i].Unlock()
 	}
 	m.tab.Store(nt)
@@ -301,24 +312,24 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 
 // shrink merges every pair of slots of t into a table of half the slots.
 func (m *Map[K, V]) shrink(t *table[K, V]) {
-	nt := newTable[K, V](len(t.slots) / 2)
+	nt := newTable[K, V](t.n / 2)
 	t.next.Store(nt)
-	for j := range nt.slots {
+	for j := range uint64(nt.n) {
 		a, b := 2*j, 2*j+1
 		t.locks[a].Lock()
 		t.locks[b].Lock()
 		var merged *node[K, V]
-		for _, s := range []int{a, b} {
-			for n := t.slots[s].Load(); n != nil; n = n.next {
+		for _, s := range []uint64{a, b} {
+			for n := t.slot(s).Load(); n != nil; n = n.next {
 				merged = &node[K, V]{key: n.key, hash: n.hash, val: n.val, next: merged}
 			}
 		}
-		nt.setTags(uint64(j), nt.tagsOf(merged))
-		nt.slots[j].Store(merged)
-		t.setTags(uint64(a), 0xff)
-		t.setTags(uint64(b), 0xff)
-		t.slots[a].Store(m.moved)
-		t.slots[b].Store(m.moved)
+		nt.setTags(j, nt.tagsOf(merged))
+		nt.slot(j).Store(merged)
+		t.setTags(a, 0xff)
+		t.setTags(b, 0xff)
+		t.slot(a).Store(m.moved)
+		t.slot(b).Store(m.moved)
 		t.locks[b].Unlock()
 		t.locks[a].Unlock()
 	}
@@ -330,7 +341,7 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 // or removed meanwhile may or may not be.
 func (m *Map[K, V]) All(f func(K, V) bool) {
 	t := m.tab.Load()
-	for i := range t.slots {
+	for i := range t.n {
 		if !m.walk(t, i, t.shift, uint64(i), f) {
 			return
 		}
@@ -342,10 +353,10 @@ func (m *Map[K, V]) All(f func(K, V) bool) {
 // slots into successors: after a grow a slot's keys are in two slots, after
 // a shrink in one slot shared with its sibling's keys.
 func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func(K, V) bool) bool {
-	n := t.slots[j].Load()
+	n := t.slot(uint64(j)).Load()
 	if n == m.moved {
 		nt := t.next.Load()
-		if len(nt.slots) > len(t.slots) {
+		if nt.n > t.n {
 			return m.walk(nt, 2*j, shift, want, f) && m.walk(nt, 2*j+1, shift, want, f)
 		}
 		return m.walk(nt, j/2, shift, want, f)
@@ -362,8 +373,8 @@ func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func
 // keys. Call it when no write is in flight.
 func (m *Map[K, V]) TagsExact() bool {
 	t := m.tab.Load()
-	for i := range t.slots {
-		if t.tags[i/4].Load()>>(8*(i%4))&0xff != t.tagsOf(t.slots[i].Load()) {
+	for i := range t.n {
+		if t.tagsAt(uint64(i)) != t.tagsOf(t.slot(uint64(i)).Load()) {
 			return false
 		}
 	}
