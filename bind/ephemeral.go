@@ -19,41 +19,17 @@ type Ephemeral struct {
 	Rand  *Rand
 }
 
-// indexTries bounds the retries when a port picked from the occupancy
-// index is taken by a concurrent bind before its slot is locked.
-const indexTries = 8
-
-// sampleTries is how many ports of the range Index draws at random before
-// it counts the free ones: when many are free, one of a few draws is.
-const sampleTries = 4
-
-// Index picks uniformly among the ports of the range that no socket uses.
-// With none, it fails at once if every port holds a socket that blocks n,
-// and otherwise searches the ports that may be shared with Bitmap.
-//
-// It first draws a few ports of the range at random and takes the first
-// that is free: rejection sampling, uniform over the free ports, and cheap
-// when many are free. Only when those miss does it count the free ports in
-// the index and pick one of them, which is uniform too.
+// Index picks uniformly among the ports of the range that no socket uses
+// (Occupancy.TakeFree). With none, it fails at once if every port holds a
+// socket that blocks n, and otherwise searches the ports that may be
+// shared with Bitmap.
 func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
-	remaining := int(x.Range.High-x.Range.Low) + 1
-	for range sampleTries {
-		p := x.Range.Low + uint16(x.Rand.IntN(remaining))
-		if x.Range.Allowed(p) && !x.Occ.InUse(p) && x.take(p, n, g) {
-			return true
-		}
-	}
-	for range indexTries {
-		free, unblocked := x.Occ.census(n)
-		if free == 0 {
-			if !unblocked {
-				return false
-			}
-			break
-		}
-		if p, ok := x.Occ.kthFree(x.Rand.IntN(free)); ok && x.take(p, n, g) {
-			return true
-		}
+	took, search := x.Occ.TakeFree(x.Rand, n, func(p uint16) bool { return x.take(p, n, g) })
+	switch {
+	case took:
+		return true
+	case !search:
+		return false
 	}
 	return x.Bitmap(n, g)
 }

@@ -204,6 +204,45 @@ func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
 	return int(size - o.inRange.used.Load()), blocked.Load() < size
 }
 
+// sampleTries is how many ports of the range TakeFree draws at random
+// before it counts the free ones: when many are free, one of a few draws
+// is.
+const sampleTries = 4
+
+// indexTries bounds the retries when a port picked from the index is taken
+// by a concurrent bind before the caller locks it.
+const indexTries = 8
+
+// TakeFree picks a port of the range that holds no socket, uniformly, and
+// offers it to take, which locks the port, confirms that it is still free
+// (InUse, exact under the port's lock) and keeps it, or declines. It first
+// draws a few ports at random: rejection sampling, uniform over the free
+// ports and cheap when many are free. Only when those miss does it count
+// the free ports and pick among them, which is uniform too. It reports
+// whether take kept a port; if not, search says whether a port that holds
+// sockets may still take n, which only a search of the used ports can
+// tell (false: every port holds a socket that blocks n outright).
+func (o *Occupancy) TakeFree(rnd *Rand, n *sock.Entry, take func(uint16) bool) (took, search bool) {
+	r := o.Range
+	remaining := int(r.High-r.Low) + 1
+	for range sampleTries {
+		p := r.Low + uint16(rnd.IntN(remaining))
+		if r.Allowed(p) && !o.InUse(p) && take(p) {
+			return true, false
+		}
+	}
+	for range indexTries {
+		free, unblocked := o.census(n)
+		if free == 0 {
+			return false, unblocked
+		}
+		if p, ok := o.kthFree(rnd.IntN(free)); ok && take(p) {
+			return true, false
+		}
+	}
+	return false, true
+}
+
 // CheckCounts reports whether the range's counts agree with the bitmaps,
 // counted again word by word. Call it when no write is in flight.
 func (o *Occupancy) CheckCounts() bool {

@@ -16,37 +16,31 @@ type Ports struct {
 // n.Port set, or nil if no port of the range is free for n.
 //
 // Like the fixed tables' default (bind.Ephemeral.Index), it picks
-// uniformly among the ports that hold no socket — a few random draws
-// first, then a count of the free ports and a pick among them — and fails
-// at once when every port holds a socket that blocks n. When every port is
-// used but some may be shared, it tries the ports of the range from a
-// random one by a random odd step, checking each against its port's
-// summary: O(range), as Linux's search is when the range is nearly full.
+// uniformly among the ports that hold no socket (Occupancy.TakeFree) and
+// fails at once when every port holds a socket that blocks n. When every
+// port is used but some may be shared, it tries the ports of the range
+// from a random one by a random step prime to the range's size, checking
+// each against its port's summary: O(range), as Linux's search is when the
+// range is nearly full.
 func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
+	var pr *Port
+	took, search := x.Occ.TakeFree(x.Rand, n, func(p uint16) bool {
+		pr = g.LockPort(p)
+		if !x.Occ.InUse(p) { // exact under p's lock, which every writer of p holds
+			n.Port = p
+			return true
+		}
+		g.Unlock(pr)
+		return false
+	})
+	switch {
+	case took:
+		return pr
+	case !search:
+		return nil
+	}
 	r := x.Occ.Range
 	remaining := int(r.High-r.Low) + 1
-	for range sampleTries {
-		p := r.Low + uint16(x.Rand.IntN(remaining))
-		if r.Allowed(p) && !x.Occ.InUse(p) {
-			if pr := g.takeFree(p, n, x.Occ); pr != nil {
-				return pr
-			}
-		}
-	}
-	for range indexTries {
-		free, unblocked := x.Occ.Census(n)
-		if free == 0 {
-			if !unblocked {
-				return nil
-			}
-			break
-		}
-		if p, ok := x.Occ.KthFree(x.Rand.IntN(free)); ok {
-			if pr := g.takeFree(p, n, x.Occ); pr != nil {
-				return pr
-			}
-		}
-	}
 	start := x.Rand.IntN(remaining)
 	step := 1 + x.Rand.IntN(remaining)
 	for gcd(step, remaining) != 1 {
@@ -64,23 +58,6 @@ func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
 		}
 		g.Unlock(pr)
 	}
-	return nil
-}
-
-// Retry bounds of Ephemeral, as in package bind.
-const (
-	sampleTries = 4
-	indexTries  = 8
-)
-
-// takeFree locks p's record and keeps it for n if p still holds no socket.
-func (g *Engine) takeFree(p uint16, n *sock.Entry, occ *bind.Occupancy) *Port {
-	pr := g.LockPort(p)
-	if !occ.InUse(p) { // exact under p's lock, which every writer of p holds
-		n.Port = p
-		return pr
-	}
-	g.Unlock(pr)
 	return nil
 }
 
