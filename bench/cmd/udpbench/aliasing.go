@@ -20,8 +20,9 @@ func (r *runner) aliasing() {
 	n := aliasingAttackers.at(r.c.quick)
 	r.printf("A victim socket on 10.0.0.1:%d, and a local attacker's %s sockets on 10.0.0.1:%d (%d + 4 096), either "+
 		"each with SO_REUSEADDR (*%s*) or all in one SO_REUSEPORT group (*%s*). In a table of 4 096 slots whose "+
-		"indexes take the port as it is, both ports share every slot: a local tenant can slow down another's port. Datagrams from random sources to the victim; the same lookups in "+
-		"the same table without the attackers are the baseline.\n\n",
+		"indexes take the port as it is, both ports share every slot: a local tenant can slow down another's "+
+		"port. Datagrams from random sources to the victim; the same lookups in the same table without the "+
+		"attackers are the baseline.\n\n",
 		suite.VictimPort, fmtInt(n), suite.AliasPort, suite.VictimPort, attackReuseAddr, attackGroup)
 	t := newTable("configuration, attack", "without attackers", "with attackers", "with ÷ without")
 	for _, tg := range aliasTargets {
