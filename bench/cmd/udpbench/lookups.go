@@ -172,7 +172,8 @@ func (r *runner) allocNote(rs ...*result) {
 		}
 	}
 	if len(bad) == 0 {
-		r.printf("No contender allocated on the lookup path (0 allocs/op everywhere).\n\n")
+		r.printf("No contender allocated on the lookup path (0 allocs/op everywhere, the fewest of the runs: the count " +
+			"is the whole process's).\n\n")
 		return
 	}
 	r.printf("Allocations on the lookup path: %v.\n\n", bad)
