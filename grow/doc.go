@@ -46,8 +46,9 @@
 //
 // # Bind checks
 //
-// A bind to an explicit port checks conflicts against the port's summary,
-// not its sockets: socket attributes that decide a conflict (reuse flags,
+// A bind to an explicit port on a port that holds a few sockets scans
+// them; once the port has held more than 64 (with the hybrid strategy),
+// it checks conflicts against the port's summary, not its sockets: socket attributes that decide a conflict (reuse flags,
 // family, addresses, device, owner) are counted per class, indexed by IPv4
 // address, by IPv6 address, and — for wildcard binds, whose overlap does
 // not depend on the other side's address, only on its kind — with the

@@ -18,6 +18,10 @@ const (
 	AlwaysIndex = -1          // two-phase
 )
 
+// hybridSummaryMin is how many sockets a port may hold before the hybrid
+// strategy's bind checks read a summary instead of scanning the port.
+const hybridSummaryMin = 64
+
 // addrKey keys the addrs index.
 type addrKey struct {
 	addr sock.Addr16
@@ -62,7 +66,8 @@ type Port struct {
 	mu     sync.Mutex
 	port   uint16
 	dead   bool                     // guarded by mu: no longer in ports
-	cc     summary                  // guarded by mu
+	cc     summary                  // guarded by mu; kept while summed
+	summed bool                     // guarded by mu: see count
 	groups map[groupKey]*sock.Group // guarded by mu
 }
 
@@ -78,6 +83,7 @@ type Engine struct {
 	mulP, mulA, mulC uint64 // odd multipliers that finish each index's hash
 	wild             uint64 // hash2.Hash64 of the wildcard key
 	threshold        int
+	summaryMin       int // see InUse
 	occ              *bind.Occupancy
 	flowSeed         uint64
 	entries          atomic.Int64
@@ -90,16 +96,20 @@ type Engine struct {
 // occ is the occupancy index the engine keeps for bind(0).
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
 	g := &Engine{
-		ports:     rhash.New[uint16, *Port](),
-		addrs:     rhash.New[addrKey, heads](),
-		conns:     rhash.New[connKey, heads](),
-		seed:      seeds[0],
-		mulP:      seeds[1] | 1,
-		mulA:      seeds[2] | 1,
-		mulC:      seeds[3] | 1,
-		threshold: threshold,
-		flowSeed:  flowSeed,
-		occ:       occ,
+		ports:      rhash.New[uint16, *Port](),
+		addrs:      rhash.New[addrKey, heads](),
+		conns:      rhash.New[connKey, heads](),
+		seed:       seeds[0],
+		mulP:       seeds[1] | 1,
+		mulA:       seeds[2] | 1,
+		mulC:       seeds[3] | 1,
+		threshold:  threshold,
+		summaryMin: hybridSummaryMin,
+		flowSeed:   flowSeed,
+		occ:        occ,
+	}
+	if threshold == AlwaysScan || threshold == AlwaysIndex {
+		g.summaryMin = threshold
 	}
 	g.wild = hash2.Hash64(g.seed, sock.Wild4)
 	return g
