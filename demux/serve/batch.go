@@ -180,7 +180,7 @@ func (b *batch[V]) parse(i int) kind {
 		da = da.Unmap()
 	}
 	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(da, l.port), Ifindex: ifindex}
-	if da.IsMulticast() || (da.Is4() && l.s.isBroadcast(da, ifindex)) {
+	if da.IsMulticast() || (da.Is4() && l.s.isBroadcast(da, ifindex, oob)) {
 		return multicast
 	}
 	return unicast

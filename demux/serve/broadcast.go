@@ -9,7 +9,8 @@ import (
 )
 
 // broadcastCache knows the directed broadcast addresses of each
-// interface, read from the system at most once a second.
+// interface, read from the system at most once a second, for systems
+// whose control messages do not tell a broadcast datagram apart.
 type broadcastCache struct {
 	mu  sync.Mutex
 	cur atomic.Pointer[broadcastAddrs]
@@ -23,13 +24,23 @@ type broadcastAddrs struct {
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // isBroadcast reports whether the IPv4 address dst, which arrived on
-// ifindex, is a broadcast address.
-func (s *Server[V]) isBroadcast(dst netip.Addr, ifindex int) bool {
+// ifindex with the control messages oob, is a broadcast address. On Linux
+// the kernel's own routing says so: ipi_spec_dst differs from the
+// destination exactly when the route to it was not a local unicast one.
+// That also holds for broadcast addresses of interfaces without
+// IFF_BROADCAST (127.255.255.255 on lo) and in the network namespace of
+// the kernel sockets, whichever namespace the reader's thread is in.
+// Elsewhere it falls back to the interfaces' directed broadcast
+// addresses.
+func (s *Server[V]) isBroadcast(dst netip.Addr, ifindex int, oob []byte) bool {
 	if f := s.opts.Broadcast; f != nil {
 		return f(dst, ifindex)
 	}
 	if dst == limitedBroadcast {
 		return true
+	}
+	if local, ok := specDst(oob); ok {
+		return local != dst
 	}
 	c := &s.bcast
 	a := c.cur.Load()

@@ -34,9 +34,10 @@ type Options struct {
 	// of all the table's sockets on its port: size it for all of them.
 	ReadBuffer int
 	// Broadcast reports whether an IPv4 destination that arrived on
-	// ifindex is a broadcast address. nil means 255.255.255.255 and the
-	// directed broadcast addresses of the arrival interface, as read from
-	// the system at most once a second.
+	// ifindex is a broadcast address. nil means 255.255.255.255 and, on
+	// Linux, every destination the kernel routed as a broadcast (from
+	// IP_PKTINFO); elsewhere, the directed broadcast addresses of the
+	// arrival interface, as read from the system at most once a second.
 	Broadcast func(dst netip.Addr, ifindex int) bool
 }
 
