@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 
 	"github.com/udpdemux/udpdemux/demux"
 	"github.com/udpdemux/udpdemux/demux/serve"
@@ -336,9 +338,11 @@ func TestStopLosesNoReadDatagram(t *testing.T) {
 	assert.Equal(t, handled, got, "replies received")
 }
 
-// TestMulticastInNamespace sends a multicast datagram on a fresh network
-// namespace's loopback: every socket that LookupMulticast yields, and only
-// those, gets it. It needs root; in CI (which runs as root) it must run.
+// TestMulticastInNamespace sends multicast and broadcast datagrams in a
+// fresh network namespace, one per case: every socket that
+// LookupMulticast yields, and only those, gets it once, with
+// Request.Multicast set, and answers from a unicast address. It needs
+// root; in CI (which runs as root) it must run.
 func TestMulticastInNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
@@ -346,66 +350,174 @@ func TestMulticastInNamespace(t *testing.T) {
 		}
 		t.Skip("needs root for a network namespace")
 	}
-	// The test's goroutine never unlocks its thread: the thread, and the
-	// namespace with it, end when the test does, after its cleanups.
-	runtime.LockOSThread()
-	require.NoError(t, syscall.Unshare(syscall.CLONE_NEWNET), "unshare")
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "set", "lo", "multicast", "on"},
-		{"route", "add", "224.0.0.0/4", "dev", "lo"},
+	for _, c := range []mcastCase{
+		{
+			name: "ipv4 group on lo", src: "127.0.0.1", dst: "239.1.2.3", ifname: "lo", join: true,
+		},
+		{
+			name: "ipv4 subnet broadcast on veth", src: "10.77.0.1", dst: "10.77.0.255", ifname: "v0", broadcast: true,
+		},
+		{
+			name: "ipv4 limited broadcast on veth", src: "10.77.0.1", dst: "255.255.255.255", ifname: "v0", broadcast: true,
+		},
+		{
+			name: "ipv4 broadcast on lo", src: "127.0.0.1", dst: "127.255.255.255", ifname: "lo", broadcast: true,
+		},
+		{
+			// A link-local group and source: both need the interface.
+			name: "ipv6 link-local group on veth", src: "fe80::1%v0", dst: "ff02::114", ifname: "v0", join: true,
+		},
 	} {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+		t.Run(c.name, func(t *testing.T) {
+			// The namespace is the thread's: the case's goroutine never
+			// unlocks it, so the thread, and the namespace with it, end
+			// when the case does, after its cleanups.
+			runtime.LockOSThread()
+			require.NoError(t, syscall.Unshare(syscall.CLONE_NEWNET), "unshare")
+			for _, args := range [][]string{
+				{"link", "set", "lo", "up"},
+				{"link", "set", "lo", "multicast", "on"},
+				{"route", "add", "224.0.0.0/4", "dev", "lo"},
+				// v1 is up, so that v0 has a carrier. The copies sent out
+				// of v0 reach v1 and die there (IPv4: their source is a
+				// local address; IPv6: v1 has not joined the group); only
+				// the copies looped back on v0 are delivered.
+				{"link", "add", "v0", "type", "veth", "peer", "name", "v1"},
+				{"addr", "add", "10.77.0.1/24", "dev", "v0"},
+				{"addr", "add", "fe80::1/64", "dev", "v0", "nodad"},
+				{"link", "set", "v1", "up"},
+				{"link", "set", "v0", "up"},
+			} {
+				out, err := exec.Command("ip", args...).CombinedOutput()
+				require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
+			}
+			c.run(t)
+		})
 	}
-	multicastCase(t)
 }
 
-func multicastCase(t *testing.T) {
+// mcastCase is one multicast or broadcast datagram. Each case binds
+// "wild" (the family's wildcard), "dst" (the destination address itself),
+// "unicast" (the sender's address), "ondev" and "otherdev" (wildcards
+// bound to the arrival interface and to another one), "dual" ([::], both
+// families), "other" (the other family's wildcard) and "connected" (a
+// wildcard connected to the sender); in every case the table's receivers
+// are the same four.
+type mcastCase struct {
+	name      string
+	src, dst  string // the sender's address and the destination
+	ifname    string // the interface it leaves by and arrives on
+	join      bool   // a group, which the adapter's kernel socket joins
+	broadcast bool
+}
+
+func (c mcastCase) run(t *testing.T) {
+	want := []string{"dst", "dual", "ondev", "wild"}
 	e := newE2E(t, demux.Config{PortLow: 44000, PortHigh: 44999})
 	ip := netip.MustParseAddr
-	group := ip("239.1.2.3")
-	_, p := e.freePort(demux.Options{Addr: ip("0.0.0.0"), ReuseAddr: true}, "wild")
-	e.bind(demux.Options{Addr: group, Port: p, ReuseAddr: true}, "group")
-	e.bind(demux.Options{Addr: ip("127.0.0.1"), Port: p, ReuseAddr: true}, "unicast")
-	e.bind(demux.Options{Addr: ip("::"), Port: p, ReuseAddr: true}, "dual")
-	e.bind(demux.Options{Addr: ip("0.0.0.0"), Port: p, ReuseAddr: true, Device: e.lo + 100}, "otherdev")
-	require.NoError(t, e.srv.JoinGroup(p, e.lo, group))
-
-	c := e.client("127.0.0.1")
-	pc := ipv4.NewPacketConn(c)
-	lo, err := net.InterfaceByIndex(e.lo)
+	ifi, err := net.InterfaceByName(c.ifname)
 	require.NoError(t, err)
-	require.NoError(t, pc.SetMulticastInterface(lo))
-	require.NoError(t, pc.SetMulticastLoopback(true))
-	src := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	other := e.lo
+	if other == ifi.Index {
+		other = ifi.Index + 100
+	}
+	cl := e.client(c.src)
+	src := cl.LocalAddr().(*net.UDPAddr).AddrPort()
+	group := ip(c.dst)
+	v4 := group.Is4()
+	wild, otherWild := ip("0.0.0.0"), ip("::")
+	if !v4 {
+		wild, otherWild = otherWild, wild
+	}
+	_, p := e.freePort(demux.Options{Addr: wild, ReuseAddr: true, V6Only: !v4}, "wild")
 	dst := netip.AddrPortFrom(group, p)
-	var want []string
-	e.tbl.LookupMulticast(src, dst, e.lo, func(s *demux.Socket[string], v string) bool {
-		want = append(want, v)
-		return true
-	})
-	slices.Sort(want)
-	require.Equal(t, []string{"dual", "group", "wild"}, want, "the table's receivers")
-	_, err = c.WriteToUDPAddrPort([]byte("m1"), dst)
-	require.NoError(t, err)
-	buf := make([]byte, 512)
-	var replies []string
-	for range want {
-		require.NoError(t, c.SetReadDeadline(time.Now().Add(readTimeout)))
-		n, from, err := c.ReadFromUDPAddrPort(buf)
-		require.NoError(t, err, "replies so far: %v", replies)
-		replies = append(replies, string(buf[:n]))
-		assert.True(t, from.Addr().Unmap().IsLoopback(), "a reply to a multicast datagram leaves from a unicast address: %v", from)
+	bind := func(o demux.Options, val string) *demux.Socket[string] {
+		o.Port, o.ReuseAddr = p, true
+		return e.bind(o, val)
+	}
+	dstOpts := demux.Options{Addr: group}
+	if group.IsLinkLocalMulticast() {
+		dstOpts.Device = ifi.Index
+	}
+	bind(dstOpts, "dst")
+	bind(demux.Options{Addr: src.Addr().WithZone(""), Device: dstOpts.Device}, "unicast")
+	bind(demux.Options{Addr: wild, V6Only: !v4, Device: ifi.Index}, "ondev")
+	bind(demux.Options{Addr: wild, V6Only: !v4, Device: other}, "otherdev")
+	bind(demux.Options{Addr: ip("::")}, "dual")
+	bind(demux.Options{Addr: otherWild, V6Only: v4}, "other")
+	conn := bind(demux.Options{Addr: wild, V6Only: !v4}, "connected")
+	// A connect sets the local address routing chose, the sender's own:
+	// the socket no longer receives what is sent to the group.
+	peer := src
+	if peer.Addr().Zone() != "" {
+		peer = netip.AddrPortFrom(peer.Addr().WithZone(strconv.Itoa(ifi.Index)), peer.Port())
+	}
+	require.NoError(t, e.tbl.Connect(conn, peer, peer.Addr()))
+	if c.join {
+		require.NoError(t, e.srv.JoinGroup(p, ifi.Index, group))
+	}
+
+	if v4 {
+		pc := ipv4.NewPacketConn(cl)
+		require.NoError(t, pc.SetMulticastInterface(ifi))
+		require.NoError(t, pc.SetMulticastLoopback(true))
+	} else {
+		pc := ipv6.NewPacketConn(cl)
+		require.NoError(t, pc.SetMulticastInterface(ifi))
+		require.NoError(t, pc.SetMulticastLoopback(true))
+	}
+	if c.broadcast {
+		rc, err := cl.SyscallConn()
+		require.NoError(t, err)
+		var serr error
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+		}))
+		require.NoError(t, serr)
 	}
 	var got []string
-	for _, h := range e.rec.get("m1") {
-		got = append(got, h.val)
-		assert.True(t, h.mcast)
-		assert.Equal(t, dst, h.dst)
-	}
+	e.tbl.LookupMulticast(src, dst, ifi.Index, func(s *demux.Socket[string], v string) bool {
+		got = append(got, v)
+		return true
+	})
 	slices.Sort(got)
-	assert.Equal(t, want, got, "deliveries")
+	require.Equal(t, want, got, "the table's receivers")
+
+	_, err = cl.WriteToUDPAddrPort([]byte("m1"), dst)
+	require.NoError(t, err)
+	// The replies of a datagram are sent after all its deliveries, so
+	// once they are in, every delivery is recorded.
+	buf := make([]byte, 512)
+	var replies, wantReplies []string
+	for _, v := range want {
+		wantReplies = append(wantReplies, v+"|m1")
+		require.NoError(t, cl.SetReadDeadline(time.Now().Add(readTimeout)))
+		n, from, err := cl.ReadFromUDPAddrPort(buf)
+		require.NoError(t, err, "replies so far: %v", replies)
+		replies = append(replies, string(buf[:n]))
+		assert.Equal(t, src.Addr().WithZone(""), from.Addr().WithZone("").Unmap(),
+			"a reply to a multicast or broadcast datagram leaves from a unicast address")
+	}
+	var hits []string
+	for _, h := range e.rec.get("m1") {
+		hits = append(hits, h.val)
+		assert.True(t, h.mcast, "Request.Multicast")
+		assert.Equal(t, dst, h.dst)
+		assert.Equal(t, ifi.Index, h.ifindex)
+	}
+	slices.Sort(hits)
+	assert.Equal(t, want, hits, "deliveries")
 	slices.Sort(replies)
-	assert.Equal(t, []string{"dual|m1", "group|m1", "wild|m1"}, replies)
+	assert.Equal(t, wantReplies, replies)
+
+	// Nothing more arrives: the datagram came in once, on one interface.
+	require.NoError(t, cl.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	_, from, err := cl.ReadFromUDPAddrPort(buf)
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "an extra reply from %v", from)
+	require.NoError(t, e.srv.Stop())
+	st := e.srv.Stats()
+	assert.Equal(t, uint64(1), st.Received)
+	assert.Equal(t, uint64(len(want)), st.Delivered)
+	assert.Equal(t, uint64(len(want)), st.Replies)
+	assert.Zero(t, st.Unmatched+st.UnmatchedMulticast+st.ReplyErrors+st.ReadErrors)
 }
