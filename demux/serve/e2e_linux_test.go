@@ -391,6 +391,17 @@ func TestMulticastInNamespace(t *testing.T) {
 				out, err := exec.Command("ip", args...).CombinedOutput()
 				require.NoError(t, err, "ip %s: %s", strings.Join(args, " "), out)
 			}
+			// IPv6 adds v0's multicast route once v0 has a carrier, which
+			// veth gives a moment after both ends are up; a send before
+			// that fails with ENETUNREACH. (Polled on this goroutine: the
+			// namespace is its thread's.)
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				out, err := exec.Command("ip", "-6", "route", "show", "table", "local", "dev", "v0").CombinedOutput()
+				if err == nil && strings.Contains(string(out), "ff00::/8") {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "v0 has no IPv6 multicast route after 5 s: %s", out)
+			}
 			c.run(t)
 		})
 	}
