@@ -40,6 +40,7 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 	return t.w.disconnect(s)
 }
 
+// disconnect is Disconnect for a socket of the table.
 func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 	h, old, err := w.lockOpen(s, "disconnect")
 	defer w.e.Unlock(h)

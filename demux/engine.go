@@ -80,6 +80,7 @@ type writes[V any, P locked, E engine[P]] struct {
 	e E
 }
 
+// verify is the engine's Verify.
 func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	return w.e.Verify(bad)
 }

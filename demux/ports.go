@@ -45,6 +45,7 @@ func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
 	return buf
 }
 
+// portSockets appends the sockets on port p to buf, newest first.
 func (w *writes[V, P, E]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
 	h := w.e.LockPort(p)
 	for _, e := range h.Entries(nil) {

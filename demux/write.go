@@ -118,6 +118,7 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 	return t.w.connect(s, remote, local)
 }
 
+// connect is Connect for a socket of the table.
 func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
 	t := w.t
 	h, old, err := w.lockOpen(s, "connect")
@@ -228,6 +229,7 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 	return t.w.close(s)
 }
 
+// close is Close for a socket of the table.
 func (w *writes[V, P, E]) close(s *Socket[V]) error {
 	t := w.t
 	h, e, err := w.lockOpen(s, "close")
