@@ -26,9 +26,17 @@ import (
 // math.MaxInt32, and EBADF for a closed socket or one of another table;
 // the table is then unchanged.
 func (t *Table[V]) SetDevice(s *Socket[V], device int) error {
-	var h held
-	old, err := t.lockOpen(&h, s, "setdevice")
-	defer t.unlock(&h)
+	if err := t.owns(s, "setdevice"); err != nil {
+		return err
+	}
+	return t.w.setDevice(s, device)
+}
+
+// setDevice checks device once it knows s is open: a closed socket is
+// EBADF whatever the device.
+func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
+	h, old, err := w.lockOpen(s, "setdevice")
+	defer w.e.Unlock(h)
 	if err != nil {
 		return err
 	}
@@ -41,7 +49,7 @@ func (t *Table[V]) SetDevice(s *Socket[V], device int) error {
 	e := &sock.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
 	e.Device = int32(device)
 	e.Group = nil // replace finds the group of the new device
-	t.replace(&h, s, old, e)
+	w.replace(h, s, old, e)
 	return nil
 }
 

@@ -34,9 +34,16 @@ import (
 // Errors wrap syscall.EBADF for a closed socket or one of another table;
 // the table is then unchanged.
 func (t *Table[V]) Disconnect(s *Socket[V]) error {
-	var h held
-	old, err := t.lockOpen(&h, s, "disconnect")
-	defer t.unlock(&h)
+	if err := t.owns(s, "disconnect"); err != nil {
+		return err
+	}
+	return t.w.disconnect(s)
+}
+
+// disconnect is Disconnect for a socket of the table.
+func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
+	h, old, err := w.lockOpen(s, "disconnect")
+	defer w.e.Unlock(h)
 	if err != nil {
 		return err
 	}
@@ -56,13 +63,13 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 	}
 	sk := e.Sock()
 	if e.Key() != old.Key() {
-		sk.BindSeq = t.seq.Add(1)
+		sk.BindSeq = w.t.seq.Add(1)
 	}
 	if wild {
 		sk.First4 = nil
 	}
 	e.Seq = sk.BindSeq
-	t.replace(&h, s, old, e)
+	w.replace(h, s, old, e)
 	return nil
 }
 

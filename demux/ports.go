@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"iter"
 	"slices"
-
-	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // Ports yields the ports that hold at least one socket, in ascending
@@ -40,23 +38,19 @@ func (t *Table[V]) Sockets() iter.Seq[*Socket[V]] {
 }
 
 // portSockets appends to buf the sockets on port p, in bind order, read
-// under p's lock. With fixed slots, the primary slot's chain also holds the
-// sockets of the other ports that share the slot; they are skipped.
+// under p's lock.
 func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
-	var h held
-	t.lockPort(&h, p)
-	if h.pr != nil {
-		for _, e := range h.pr.Entries(nil) {
-			buf = append(buf, handle[V](e.Sock()))
-		}
-	} else {
-		for n := t.tabs.H1.Slot(p).Chain.First(); n != nil; n = n.Next.Load() {
-			if e := sock.OfPrimary(n); e.Port == p {
-				buf = append(buf, handle[V](e.Sock()))
-			}
-		}
-	}
-	t.unlock(&h)
+	buf = t.w.portSockets(p, buf)
 	slices.SortFunc(buf, func(a, b *Socket[V]) int { return cmp.Compare(a.s.Bound, b.s.Bound) })
+	return buf
+}
+
+// portSockets appends the sockets on port p to buf, newest first.
+func (w *writes[V, P, E]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
+	h := w.e.LockPort(p)
+	for _, e := range h.Entries(nil) {
+		buf = append(buf, handle[V](e.Sock()))
+	}
+	w.e.Unlock(h)
 	return buf
 }

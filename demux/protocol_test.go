@@ -424,3 +424,37 @@ func TestLookupHandleComplete(t *testing.T) {
 		})
 	}
 }
+
+// TestClosedMeansGone checks that Close marks a socket closed only once it
+// has left the tables: a lookup that starts after Closed reports true never
+// finds the socket.
+func TestClosedMeansGone(t *testing.T) {
+	const rounds = 5000
+	dst := netip.MustParseAddrPort("10.0.0.1:5000")
+	src := netip.MustParseAddrPort("192.0.2.7:53")
+	for _, c := range protocolConfigs {
+		t.Run(c.name, func(t *testing.T) {
+			tbl, err := demux.New[int](c.cfg)
+			require.NoError(t, err)
+			closing := make(chan *demux.Socket[int])
+			done := make(chan struct{})
+			go func() {
+				for s := range closing {
+					_ = s.Close()
+					done <- struct{}{}
+				}
+			}()
+			defer close(closing)
+			for i := range rounds {
+				s, err := tbl.Bind(demux.Options{Addr: dst.Addr(), Port: dst.Port()}, i)
+				require.NoError(t, err)
+				closing <- s
+				for !s.Closed() {
+				}
+				got, _ := tbl.Lookup(src, dst, 1)
+				<-done
+				require.NotEqual(t, s, got, "round %d: a lookup after Closed found the socket", i)
+			}
+		})
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/fixed"
 	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
@@ -108,22 +109,19 @@ const DefaultThreshold = 10
 
 // Table is a UDP socket table. All its methods are safe for concurrent use.
 type Table[V any] struct {
-	// g is the growing storage (Config.Slots 0); nil for the fixed-size
-	// tables of Linux's design, which tabs, check and eph are.
-	g         *grow.Engine
-	ports     grow.Ports
-	tabs      lookup.Tables
-	check     bind.Checker
-	eph       bind.Ephemeral
-	occ       bind.Occupancy
-	strategy  Strategy
-	ephemeral Ephemeral
-	count     bool // Config.CountPaths
-	zones     ipv6.ZoneIndex
-	isLocal   func(netip.Addr, int) bool
-	seq       atomic.Uint64 // bind order, for ties
-	n         atomic.Int64  // sockets bound
-	stats     counters
+	// g is the growing storage (Config.Slots 0) for lookups; nil for the
+	// fixed-size tables of Linux's design, which tabs are.
+	g        *grow.Engine
+	tabs     lookup.Tables
+	w        writer[V] // the write side of either storage
+	occ      bind.Occupancy
+	strategy Strategy
+	count    bool // Config.CountPaths
+	zones    ipv6.ZoneIndex
+	isLocal  func(netip.Addr, int) bool
+	seq      atomic.Uint64 // bind order, for ties
+	n        atomic.Int64  // sockets bound
+	stats    counters
 }
 
 // New makes a table. It fails with an error wrapping syscall.EINVAL if the
@@ -162,11 +160,10 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, &OpError{Op: "new", Err: err}
 	}
 	t := &Table[V]{
-		strategy:  cfg.Strategy,
-		ephemeral: cfg.Ephemeral,
-		count:     cfg.CountPaths,
-		zones:     cfg.ZoneIndex,
-		isLocal:   cfg.IsLocal,
+		strategy: cfg.Strategy,
+		count:    cfg.CountPaths,
+		zones:    cfg.ZoneIndex,
+		isLocal:  cfg.IsLocal,
 	}
 	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go
 	t.occ.Range = r
@@ -181,7 +178,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
 		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
-		t.ports = grow.Ports{Occ: &t.occ, Rand: rnd}
+		ports := &grow.Ports{Occ: &t.occ, Rand: rnd}
+		t.w = &writes[V, *grow.Port, growing]{t: t, e: growing{t.g, ports}}
 		return t, nil
 	}
 	h1, err := hash1.New(cfg.Slots)
@@ -193,16 +191,24 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, &OpError{Op: "new", Err: err}
 	}
 	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: flowSeed(rnd, cfg.FlowSeed)}
-	t.check = bind.Checker{H1: h1, H2: h2}
+	c := fixed.Config{H1: h1, H2: h2, Occ: &t.occ, Rand: rnd}
 	switch cfg.Strategy {
 	case OnePhase:
-		t.check.Rule = bind.OnePhaseRule
+		c.Rule = bind.OnePhaseRule
 	case TwoPhase:
-		t.check.Rule = bind.TwoPhaseRule
+		c.Rule = bind.TwoPhaseRule
 	default:
-		t.check.Rule = bind.HybridRule(threshold)
+		c.Rule = bind.HybridRule(threshold)
 	}
-	t.eph = bind.Ephemeral{Checker: t.check, Range: r, Occ: &t.occ, Rand: rnd}
+	switch cfg.Ephemeral {
+	case EphemeralBitmap:
+		c.Choose = (*bind.Ephemeral).Bitmap
+	case EphemeralLinear:
+		c.Choose = (*bind.Ephemeral).Linear
+	default:
+		c.Choose = (*bind.Ephemeral).Index
+	}
+	t.w = &writes[V, *fixed.Held, *fixed.Engine]{t: t, e: fixed.New(c)}
 	return t, nil
 }
 

@@ -1,0 +1,86 @@
+package demux
+
+import (
+	"net/netip"
+
+	"github.com/udpdemux/udpdemux/grow"
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// engine is a storage's write side: it owns the chains, SO_REUSEPORT
+// groups, bind-check indexes and occupancy updates of its tables, and the
+// protocol that moves an entry. fixed.Engine is one; grow.Engine, through
+// growing, the other. P is the engine's handle on a locked port, valid from
+// LockPort or Ephemeral to Unlock.
+//
+// Writes reach it through writes, an interface call per operation; lookups
+// never do, so they pay no interface call.
+type engine[P locked] interface {
+	// LockPort locks port and returns the handle.
+	LockPort(port uint16) P
+	// Unlock releases what the handle holds; it must not be used after.
+	Unlock(P)
+	// InUse reports whether a socket on the port conflicts with e, and
+	// whether the check used an index rather than the port's chain.
+	InUse(P, *sock.Entry) (inUse, indexed bool)
+	// Ephemeral chooses e's port, sets e.Port and returns the port
+	// locked, or the zero P if no port of the range is free for e.
+	Ephemeral(e *sock.Entry) P
+	// Link publishes the new entry e, which joins its SO_REUSEPORT group.
+	Link(P, *sock.Entry)
+	// GroupOf returns the group the unconnected ReusePort entry e
+	// belongs in, a new one if there is none.
+	GroupOf(P, *sock.Entry) *sock.Group
+	// Replace puts e, a new state of old's socket, in old's place.
+	Replace(p P, old, e *sock.Entry)
+	// Unlink removes e.
+	Unlink(P, *sock.Entry)
+	// Verify checks the engine's invariants, calling bad for each
+	// violation, and returns the entries its tables hold.
+	Verify(bad func(format string, args ...any)) map[*sock.Entry]bool
+}
+
+// locked is an engine's handle on a locked port, which lists the port's
+// entries.
+type locked interface {
+	comparable
+	Entries(buf []*sock.Entry) []*sock.Entry
+}
+
+// growing is the growing storage's engine with the ephemeral range its
+// bind(0) draws from.
+type growing struct {
+	*grow.Engine
+	ports *grow.Ports
+}
+
+// InUse checks e against its port's summary, an index.
+func (g growing) InUse(pr *grow.Port, e *sock.Entry) (inUse, indexed bool) {
+	return g.Engine.InUse(pr, e), true
+}
+
+// Ephemeral chooses e's port from g's range.
+func (g growing) Ephemeral(e *sock.Entry) *grow.Port { return g.Engine.Ephemeral(e, g.ports) }
+
+// writer is a table's write path over its engine: the part of each write
+// that runs under the port's lock. Table's methods validate and call it.
+type writer[V any] interface {
+	bind(s *Socket[V], e *sock.Entry, o Options) error
+	connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error
+	disconnect(s *Socket[V]) error
+	setDevice(s *Socket[V], device int) error
+	close(s *Socket[V]) error
+	portSockets(port uint16, buf []*Socket[V]) []*Socket[V]
+	verify(bad func(format string, args ...any)) map[*sock.Entry]bool
+}
+
+// writes is the one write path, for either engine E.
+type writes[V any, P locked, E engine[P]] struct {
+	t *Table[V]
+	e E
+}
+
+// verify is the engine's Verify.
+func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
+	return w.e.Verify(bad)
+}

@@ -1,0 +1,25 @@
+// Package fixed is the write side of udpdemux's fixed-slot storage, Linux's
+// design (demux.Config.Slots from 256 to 65536): the primary table of
+// package hash1, keyed by port, and the secondary table of package hash2,
+// keyed by (address, port), both of a size fixed for the table's life.
+// Lookups read those tables through package lookup; this package is
+// everything that changes them: linking and unlinking entries in both
+// chains, SO_REUSEPORT groups, the occupancy index that bind(0) reads, the
+// move of an entry between secondary slots inside their sequence counts,
+// explicit-port conflict checks (bind.Checker) and the choice of an
+// ephemeral port (bind.Ephemeral's algorithms). Its Engine has the write
+// methods of grow.Engine, the default storage's, so that package demux
+// drives both through one path.
+//
+// # Locks
+//
+// A write locks its port's primary slot first (LockPort, or Ephemeral for
+// bind(0)), which serialises every change to the sockets of the ports that
+// share the slot; the secondary slots it changes are locked inside it, in
+// ascending index, through the same lockorder.Guard, and Unlock releases
+// them all together. The Guard lives in a Held, the write's handle.
+//
+// This is an implementation package of udpdemux, exported only so that the
+// module's other packages can use it: its API may change in any release,
+// with no compatibility promise. Programs use package demux.
+package fixed

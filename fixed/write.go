@@ -1,0 +1,97 @@
+package fixed
+
+import (
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// Link publishes a new entry e in both tables: at the head of its
+// secondary chain, then of its primary chain. An unconnected ReusePort e
+// joins its SO_REUSEPORT group (a new one if there is none) first.
+func (x *Engine) Link(h *Held, e *sock.Entry) {
+	i := x.h2.IndexOf(e)
+	s2 := x.h2.At(i)
+	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+		e.Group = x.GroupOf(h, e)
+		e.Group.Add(e)
+	}
+	x.h2.Lock(&h.g, i)
+	s2.Chain.PushFront(&e.N2)
+	x.h1.Slot(e.Port).Chain.PushFront(&e.N1)
+	x.occ.Add(e)
+}
+
+// GroupOf returns the SO_REUSEPORT group that the unconnected ReusePort
+// entry e belongs in, making it if there is none; the caller adds e.
+func (x *Engine) GroupOf(h *Held, e *sock.Entry) *sock.Group {
+	if g := findGroup(x.h2.At(x.h2.IndexOf(e)).Chain.First(), e); g != nil {
+		return g
+	}
+	return new(sock.Group)
+}
+
+// findGroup returns the SO_REUSEPORT group that e joins: that of an
+// unconnected ReusePort socket with the same address, port, device, family,
+// V6Only and owner, other than e's own socket. All such sockets share e's
+// secondary slot, and the caller's primary slot lock keeps them in place.
+func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
+	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
+	for ; n != nil; n = n.Next.Load() {
+		x := sock.OfSecondary(n)
+		if x.Group != nil && x.Sock() != e.Sock() && x.Port == e.Port && x.Flags&key == e.Flags&key &&
+			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
+			return x.Group
+		}
+	}
+	return nil
+}
+
+// Replace puts e, a new state of old's socket on the same port, in old's
+// place: a connect, a disconnect or a change of device. An unconnected
+// ReusePort e must already be in its group (see GroupOf). The secondary
+// table first (see rehash), then the primary chain in one store; then old
+// leaves its group and the occupancy index counts e instead of old.
+func (x *Engine) Replace(h *Held, old, e *sock.Entry) {
+	x.rehash(h, old, e)
+	x.h1.Slot(e.Port).Chain.Replace(&old.N1, &e.N1)
+	if old.Group != nil {
+		old.Group.Remove(old)
+	}
+	x.occ.Remove(old)
+	x.occ.Add(e)
+}
+
+// rehash replaces old by e in the secondary table, moving it to another
+// slot if its key changed. A move publishes e in its new slot before it
+// unlinks old, inside a sequence count of both slots, so a lookup that
+// searched the new slot before the move and the old one after it notices
+// and searches again.
+func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
+	h2 := x.h2
+	oi, ni := h2.IndexOf(old), h2.IndexOf(e)
+	os, ns := h2.At(oi), h2.At(ni)
+	h2.Lock2(&h.g, oi, ni)
+	if oi == ni {
+		os.Chain.Replace(&old.N2, &e.N2)
+		return
+	}
+	os.Seq.Begin()
+	ns.Seq.Begin()
+	ns.Chain.PushFront(&e.N2)
+	os.Chain.Remove(&old.N2)
+	ns.Seq.End()
+	os.Seq.End()
+}
+
+// Unlink removes e: a close. It leaves the secondary chain, then the
+// primary one, then its group and the occupancy index.
+func (x *Engine) Unlink(h *Held, e *sock.Entry) {
+	i := x.h2.IndexOf(e)
+	s2 := x.h2.At(i)
+	x.h2.Lock(&h.g, i)
+	s2.Chain.Remove(&e.N2)
+	x.h1.Slot(e.Port).Chain.Remove(&e.N1)
+	if e.Group != nil {
+		e.Group.Remove(e)
+	}
+	x.occ.Remove(e)
+}
