@@ -54,11 +54,6 @@ type growing struct {
 	ports *grow.Ports
 }
 
-// InUse checks e against its port's summary, an index.
-func (g growing) InUse(pr *grow.Port, e *sock.Entry) (inUse, indexed bool) {
-	return g.Engine.InUse(pr, e), true
-}
-
 // Ephemeral chooses e's port from g's range.
 func (g growing) Ephemeral(e *sock.Entry) *grow.Port { return g.Engine.Ephemeral(e, g.ports) }
 

@@ -31,7 +31,10 @@ type Config struct {
 	Slots int
 	// Threshold is the primary chain length above which Hybrid searches
 	// the secondary table: 0 means 10 (Linux's value); it must not be
-	// negative.
+	// negative. The growing tables' lookups follow it; their bind checks
+	// scan a port of up to 64 sockets and read the port's summary past
+	// that (Stats counts them as primary and secondary), whatever the
+	// threshold, since the summary costs memory a scan of a few does not.
 	Threshold int
 	// Strategy selects the lookup and bind-check strategy (default Hybrid).
 	Strategy Strategy

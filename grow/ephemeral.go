@@ -53,7 +53,7 @@ func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
 		}
 		pr := g.LockPort(p)
 		n.Port = p
-		if !g.InUse(pr, n) {
+		if inUse, _ := g.InUse(pr, n); !inUse {
 			return pr
 		}
 		g.Unlock(pr)

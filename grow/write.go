@@ -20,22 +20,23 @@ func groupOf(e *sock.Entry) groupKey {
 	return groupKey{e.V4, e.V6, e.Device, e.Owner, e.Flags & (sock.Is6 | sock.V6Only)}
 }
 
-// InUse reports whether a socket on pr's port conflicts with n. It reads
-// the port's summary once the port has held more than summaryMin sockets
+// InUse reports whether a socket on pr's port conflicts with n, and
+// whether it read the port's summary (an index) rather than its chain. It
+// reads the summary once the port has held more than summaryMin sockets
 // (always with two-phase, never with one-phase), and scans the port's
 // chain before, as Linux's hybrid rule does: a scan of a few sockets costs
 // less than the summary's memory, about 150 bytes a socket, on the many
 // ports that hold a few.
-func (g *Engine) InUse(pr *Port, n *sock.Entry) bool {
+func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 	if pr.summed {
-		return pr.cc.inUse(n)
+		return pr.cc.inUse(n), true
 	}
 	for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 		if bind.Conflicts(n, sock.OfPrimary(x)) {
-			return true
+			return true, false
 		}
 	}
-	return false
+	return false, false
 }
 
 // count counts e in pr's summary (d = 1) or uncounts it (d = -1), after
