@@ -89,7 +89,9 @@ type Face struct {
 	V6 Addr16
 
 	// Ref leads to the socket this entry is a state of, and to its value:
-	// what a lookup returns.
+	// what a lookup returns. It is one per socket, so two entries are
+	// states of one socket exactly when their Refs are equal, which a
+	// scan can test without a load.
 	Ref *Ref
 	// Group is the SO_REUSEPORT group of an unconnected ReusePort entry.
 	Group *Group
