@@ -122,30 +122,20 @@ func TestResizeUnderReaders(t *testing.T) {
 	for k := range stable {
 		put(m, k, k+1)
 	}
-	var stop atomic.Bool
 	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	var wg sync.WaitGroup
-	var reads, fails atomic.Int64
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), 7))
-			for !stop.Load() {
-				k := rng.IntN(stable)
-				if v, ok := get(m, k); !ok || v != k+1 {
-					fails.Add(1)
-				}
-				c := stable + rng.IntN(1<<16-stable)
-				if g := gone[c].Load(); g {
-					if _, ok := get(m, c); ok {
-						fails.Add(1)
-					}
-				}
-				reads.Add(1)
+	stop := startReaders(2, 7, func(rng *rand.Rand) (fails int) {
+		k := rng.IntN(stable)
+		if v, ok := get(m, k); !ok || v != k+1 {
+			fails++
+		}
+		c := stable + rng.IntN(1<<16-stable)
+		if gone[c].Load() {
+			if _, ok := get(m, c); ok {
+				fails++
 			}
-		}()
-	}
+		}
+		return fails
+	})
 	deadline := time.Now().Add(2 * time.Second)
 	next := stable
 	for time.Now().Before(deadline) && next+5000 < 1<<16 {
@@ -160,10 +150,9 @@ func TestResizeUnderReaders(t *testing.T) {
 		}
 		next += 5000
 	}
-	stop.Store(true)
-	wg.Wait()
-	assert.Zero(t, fails.Load(), "wrong reads among %d", reads.Load())
-	assert.Positive(t, reads.Load())
+	reads, fails := stop()
+	assert.Zero(t, fails, "wrong reads among %d", reads)
+	assert.Positive(t, reads)
 	assert.Equal(t, stable, m.Len())
 }
 
@@ -176,33 +165,23 @@ func TestAddedDuringResize(t *testing.T) {
 	m := New[int, int]()
 	const base = 1 << 20 // the second writer's keys: base, base+1, …
 	var added atomic.Int64
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var reads, fails atomic.Int64
-	for r := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), 9))
-			for !stop.Load() {
-				n := added.Load()
-				if n == 0 {
-					continue
-				}
-				k := base + int(rng.Int64N(n))
-				if v, ok := get(m, k); !ok || v != k {
-					fails.Add(1)
-				}
-				reads.Add(1)
+	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
+		if n := added.Load(); n > 0 {
+			k := base + int(rng.Int64N(n))
+			if v, ok := get(m, k); !ok || v != k {
+				fails++
 			}
-		}()
-	}
+		}
+		return fails
+	})
+	var done atomic.Bool
+	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		// About one key a millisecond, so that the keys stay few enough
 		// for the table to shrink too, and many land during a resize.
-		for k := base; !stop.Load(); k++ {
+		for k := base; !done.Load(); k++ {
 			put(m, k, k)
 			added.Add(1)
 			time.Sleep(time.Millisecond)
@@ -217,10 +196,37 @@ func TestAddedDuringResize(t *testing.T) {
 			del(m, k)
 		}
 	}
-	stop.Store(true)
+	done.Store(true)
 	wg.Wait()
-	assert.Zero(t, fails.Load(), "missed keys among %d reads", reads.Load())
-	assert.Positive(t, reads.Load())
+	reads, fails := stop()
+	assert.Zero(t, fails, "missed keys among %d reads", reads)
+	assert.Positive(t, added.Load())
+}
+
+// startReaders starts n goroutines that call read, each with a random
+// source of its own seeded from seed, until the returned stop is called;
+// stop waits for them and returns how many reads they made and the sum of
+// the wrong answers read reported.
+func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
+	var halt atomic.Bool
+	var wg sync.WaitGroup
+	var nreads, nfails atomic.Int64
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), seed))
+			for !halt.Load() {
+				nfails.Add(int64(read(rng)))
+				nreads.Add(1)
+			}
+		}()
+	}
+	return func() (int64, int64) {
+		halt.Store(true)
+		wg.Wait()
+		return nreads.Load(), nfails.Load()
+	}
 }
 
 func BenchmarkGet(b *testing.B) {
