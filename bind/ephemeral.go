@@ -14,9 +14,8 @@ import (
 // other bind can take the port; or it returns false holding nothing.
 type Ephemeral struct {
 	Checker
-	Range *Range
-	Occ   *Occupancy
-	Rand  *Rand
+	Occ  *Occupancy // with the range bind(0) chooses from, Occ.Range
+	Rand *Rand
 }
 
 // Index picks uniformly among the ports of the range that no socket uses
@@ -56,9 +55,9 @@ func (x *Ephemeral) take(p uint16, n *sock.Entry, g *lockorder.Guard) bool {
 func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 	slots := x.H1.Len()
 	shift := uint(bits.TrailingZeros(uint(slots)))
-	remaining := uint64(x.Range.High-x.Range.Low) + 1
+	remaining := uint64(x.Occ.Range.High-x.Occ.Range.Low) + 1
 	r := x.Rand.Uint32()
-	first := uint16(uint64(r)*remaining>>32) + x.Range.Low
+	first := uint16(uint64(r)*remaining>>32) + x.Occ.Range.Low
 	step := uint16((r | 1) * uint32(slots))
 	var marked [65536 / sock.MinSlots / 64]uint64 // one bit per port of a chain
 	for i := 0; i < slots; i++ {
@@ -75,7 +74,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 		p := start
 		for {
 			k := p >> shift
-			if x.Range.Allowed(p) && marked[k>>6]&(1<<(k&63)) == 0 {
+			if x.Occ.Range.Allowed(p) && marked[k>>6]&(1<<(k&63)) == 0 {
 				n.Port = p
 				return true
 			}
@@ -93,21 +92,21 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 // after port by a random odd step, rescanning the port's chain for each.
 // It is kept for benchmarks.
 func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
-	remaining := uint32(x.Range.High-x.Range.Low) + 1
+	remaining := uint32(x.Occ.Range.High-x.Occ.Range.Low) + 1
 	r := x.Rand.Uint32()
-	p := x.Range.Low + uint16(r%remaining)
+	p := x.Occ.Range.Low + uint16(r%remaining)
 	first, step := p, uint16(r|1)
 	for {
 		slot := x.H1.Slot(p)
 		x.H1.LockPort(g, p)
 		n.Port = p
-		if x.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
+		if x.Occ.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
 			return true
 		}
 		g.Unlock()
 		for {
 			p += step
-			if p >= x.Range.Low && p <= x.Range.High {
+			if p >= x.Occ.Range.Low && p <= x.Occ.Range.High {
 				break
 			}
 		}

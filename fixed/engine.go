@@ -56,7 +56,7 @@ type Held struct {
 func New(c Config) *Engine {
 	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose, occ: c.Occ}
 	x.check = bind.Checker{H1: c.H1, H2: c.H2, Rule: c.Rule}
-	x.eph = bind.Ephemeral{Checker: x.check, Range: c.Occ.Range, Occ: c.Occ, Rand: c.Rand}
+	x.eph = bind.Ephemeral{Checker: x.check, Occ: c.Occ, Rand: c.Rand}
 	if x.choose == nil {
 		x.choose = (*bind.Ephemeral).Index
 	}
