@@ -25,7 +25,7 @@ func groupOf(e *sock.Entry) groupKey {
 // reads the summary once the port has held more than summaryMin sockets
 // (always with two-phase, never with one-phase), and scans the port's
 // chain before, as Linux's hybrid rule does: a scan of a few sockets costs
-// less than the summary's memory, about 150 bytes a socket, on the many
+// less than the summary's memory, about 160 bytes a socket, on the many
 // ports that hold a few.
 func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 	if pr.summed {
