@@ -17,7 +17,7 @@ func entry(t *testing.T, addr string, flags uint8, dev int32, owner uint32) *soc
 	t.Helper()
 	l, err := ipv6.Bind(netip.MustParseAddr(addr), false, 0, nil)
 	require.NoError(t, err)
-	return &sock.Entry{Face: sock.Face{Flags: l.Flags | flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53, Ref: &sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
+	return &sock.Entry{Face: sock.Face{Flags: l.Flags | flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53, Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
 }
 
 // TestConflicts covers the option rules; package ipv6 tests the address

@@ -86,7 +86,7 @@ func needsPrimary(n *sock.Entry) bool {
 // a state of n's own socket, conflicts with n on n's port.
 func chainConflicts(x *sock.Node, of sock.Link, n *sock.Entry) bool {
 	for ; x != nil; x = x.Next.Load() {
-		if e := of(x); e.Port == n.Port && e.Ref != n.Ref && Conflicts(n, e) {
+		if e := of(x); e.Port == n.Port && e.Ref.Sock != n.Ref.Sock && Conflicts(n, e) {
 			return true
 		}
 	}

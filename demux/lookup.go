@@ -41,8 +41,7 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		var zero V
 		return nil, zero
 	}
-	x := (*ref[V])(unsafe.Pointer(r))
-	return handle[V](x.Sock), x.val
+	return handle[V](r.Sock), t.value(r)
 }
 
 // LookupMulticast calls yield for every socket that receives a multicast or
@@ -76,18 +75,10 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 		t.stats.lookup(p)
 	}
 	for _, e := range rs {
-		if x := (*ref[V])(unsafe.Pointer(e.Ref)); !yield(handle[V](x.Sock), x.val) {
+		if !yield(handle[V](e.Ref.Sock), t.value(&e.Ref)) {
 			return
 		}
 	}
-}
-
-// ref is the sock.Ref of a socket of a Table[V], with the socket's value
-// after it: a lookup turns the Ref it found into both with no type
-// assertion. TestHandleLayout checks that Ref is its first field.
-type ref[V any] struct {
-	sock.Ref
-	val V
 }
 
 // handle returns the public handle of the socket s. Socket embeds

@@ -122,6 +122,7 @@ type Table[V any] struct {
 	count    bool // Config.CountPaths
 	zones    ipv6.ZoneIndex
 	isLocal  func(netip.Addr, int) bool
+	vrep     valueRep      // where the sockets' Refs hold their values
 	seq      atomic.Uint64 // bind order, for ties
 	n        atomic.Int64  // sockets bound
 	stats    counters
@@ -163,6 +164,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, &OpError{Op: "new", Err: err}
 	}
 	t := &Table[V]{
+		vrep:     repOf[V](),
 		strategy: cfg.Strategy,
 		count:    cfg.CountPaths,
 		zones:    cfg.ZoneIndex,

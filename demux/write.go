@@ -27,8 +27,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := &Socket[V]{t: t, val: v, opts: o}
-	r := &ref[V]{Ref: sock.Ref{Sock: &s.s}, val: v}
-	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: &r.Ref}, Owner: o.Owner}
+	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)

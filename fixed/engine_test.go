@@ -41,7 +41,7 @@ func entry(t *testing.T, addr string, port uint16, flags uint8, owner uint32) *s
 	t.Helper()
 	l, err := ipv6.Bind(netip.MustParseAddr(addr), false, 0, nil)
 	require.NoError(t, err)
-	e := &sock.Entry{Face: sock.Face{Port: port, Flags: flags | l.Flags, V4: l.V4, V6: l.V6, Ref: &sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
+	e := &sock.Entry{Face: sock.Face{Port: port, Flags: flags | l.Flags, V4: l.V4, V6: l.V6, Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
 	return e
 }
 

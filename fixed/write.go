@@ -37,7 +37,7 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
 	for ; n != nil; n = n.Next.Load() {
 		x := sock.OfSecondary(n)
-		if x.Group != nil && x.Ref != e.Ref && x.Port == e.Port && x.Flags&key == e.Flags&key &&
+		if x.Group != nil && x.Ref.Sock != e.Ref.Sock && x.Port == e.Port && x.Flags&key == e.Flags&key &&
 			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
 			return x.Group
 		}

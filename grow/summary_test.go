@@ -14,7 +14,7 @@ import (
 // that classes repeat and every kind of address, flag and device meets
 // every other.
 func randomEntry(r *rand.Rand) *sock.Entry {
-	e := &sock.Entry{Face: sock.Face{Port: 53, Device: int32(r.IntN(3)), Ref: &sock.Ref{Sock: new(sock.Socket)}}, Owner: uint32(r.IntN(2))}
+	e := &sock.Entry{Face: sock.Face{Port: 53, Device: int32(r.IntN(3)), Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: uint32(r.IntN(2))}
 	if r.IntN(2) == 0 {
 		e.Flags |= sock.ReuseAddr
 	}

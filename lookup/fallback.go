@@ -54,7 +54,7 @@ func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Ref {
 	if b.E == nil {
 		return nil
 	}
-	return b.E.Ref
+	return &b.E.Ref
 }
 
 // ToPlaceholder reports whether q is an IPv4 datagram to the placeholder

@@ -45,11 +45,11 @@ func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 		return nil
 	}
 	if e.Group == nil {
-		return e.Ref
+		return &e.Ref
 	}
 	v := e.Group.View()
 	if v.Len() < 2 {
-		return e.Ref
+		return &e.Ref
 	}
 	return v.Ref(choose(e.Group, v, seed, q))
 }

