@@ -26,11 +26,11 @@ func (r *runner) aliasing() {
 		suite.VictimPort, fmtInt(n), suite.AliasPort, suite.VictimPort, attackReuseAddr, attackGroup)
 	t := newTable("configuration, attack", "without attackers", "with attackers", "with ÷ without")
 	for _, tg := range aliasTargets {
-		base := r.lookups(suite.Aliased(0, false, r.c.seed), []string{suite.SetVictim}, []suite.Target{tg}, suite.Options{Budget: r.buildBudget()}, nil)
+		base := r.lookups(suite.Aliased(0, false, r.c.seed), []string{suite.SetVictim}, []suite.Target{tg}, suite.Options{Budget: aliasingBudget.at(r.c.quick)}, nil)
 		r.record(key{scen: scAliasing, n: 0}, base)
 		b := base.get(suite.SetVictim, tg.Name)
 		for _, attack := range []string{attackReuseAddr, attackGroup} {
-			res := r.lookups(suite.Aliased(n, attack == attackGroup, r.c.seed), []string{suite.SetVictim}, []suite.Target{tg}, suite.Options{Budget: r.buildBudget()}, nil)
+			res := r.lookups(suite.Aliased(n, attack == attackGroup, r.c.seed), []string{suite.SetVictim}, []suite.Target{tg}, suite.Options{Budget: aliasingBudget.at(r.c.quick)}, nil)
 			r.record(key{scen: scAliasing, shape: attack, n: n}, res)
 			a := res.get(suite.SetVictim, tg.Name)
 			t.add(fmt.Sprintf("%s, %s", tg.Name, attack), fmtNs(b.ns), fmtNs(a.ns), fmtX(a.ns/b.ns))
