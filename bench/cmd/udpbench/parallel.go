@@ -21,7 +21,8 @@ func parallelShapes(quick bool) []shapeAt {
 func (r *runner) parallel() {
 	d := parallelTime.at(r.c.quick)
 	r.printf("Lookups of the *bound* datagrams on 1 and 2 goroutines (this machine has %d logical CPUs, GOMAXPROCS %d) "+
-		"for %v per measurement, median of %d; with no writer, with a writer binding and closing a socket %d times a "+
+		"for %v per measurement, in %d pairs (1 goroutine, then 2); the rates are the medians, and the speed-up is "+
+		"the median of the pairs' ratios, so that a change of the machine's load between pairs does not skew it; with no writer, with a writer binding and closing a socket %d times a "+
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+
 		"3 goroutines share the CPUs). The writer's sockets share the primary slot of the same-port shape and never "+
 		"receive the datagrams looked up; every lookup is checked, and a wrong answer fails the run. The map floor "+
@@ -45,11 +46,10 @@ func (r *runner) parallel() {
 				if tg == suite.Floor && w != suite.NoWriter {
 					continue
 				}
-				rate, wops, ok := r.parallelRates(f, sh, tg, w, d)
+				rate, sp, wops, ok := r.parallelRates(f, sh, tg, w, d)
 				if !ok {
 					continue
 				}
-				sp := rate[2] / rate[1]
 				r.set(key{scen: scParallel, shape: at.shape, n: at.n, target: tg.Name, writer: w, m: speedupX}, sp)
 				wcell := "—"
 				if w != suite.NoWriter {
@@ -66,32 +66,39 @@ func (r *runner) parallel() {
 }
 
 // parallelRates measures the lookup rates on 1 and 2 goroutines (indexed
-// by the count) and the writer's rate beside 2.
-func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target, w suite.Writer, d time.Duration) (rate [3]float64, wops float64, ok bool) {
-	for _, g := range []int{1, 2} {
-		var rs []suite.ParallelResult
-		for range r.c.runs {
+// by the count), r.c.runs times each in pairs, one goroutine then two. It
+// returns the median rates, the median of the pairs' speed-ups, and the
+// writer's rate in the 2-goroutine measurement of the median rate.
+func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target, w suite.Writer, d time.Duration) (rate [3]float64, speedup, wops float64, ok bool) {
+	var rs [3][]suite.ParallelResult
+	var ups []float64
+	for range r.c.runs {
+		for _, g := range []int{1, 2} {
 			res, err := suite.Parallel(f, 0, g, d, w)
 			if err != nil {
 				r.fail("parallel %s on %s, %d goroutines, writer %v: %v", tg.Name, sh.Name, g, w, err)
-				return rate, 0, false
+				return rate, 0, 0, false
 			}
 			if res.Wrong > 0 {
 				r.fail("parallel %s on %s, %d goroutines, writer %v: %d of %d lookups found the wrong socket",
 					tg.Name, sh.Name, g, w, res.Wrong, res.Lookups)
-				return rate, 0, false
+				return rate, 0, 0, false
 			}
-			rs = append(rs, res)
+			rs[g] = append(rs[g], res)
 		}
-		slices.SortFunc(rs, func(a, b suite.ParallelResult) int { return cmp.Compare(a.PerSec(), b.PerSec()) })
-		m := rs[len(rs)/2]
+		ups = append(ups, rs[2][len(rs[2])-1].PerSec()/rs[1][len(rs[1])-1].PerSec())
+	}
+	for _, g := range []int{1, 2} {
+		slices.SortFunc(rs[g], func(a, b suite.ParallelResult) int { return cmp.Compare(a.PerSec(), b.PerSec()) })
+		m := rs[g][len(rs[g])/2]
 		rate[g] = m.PerSec()
 		if g == 2 {
 			wops = float64(m.WriterOps) / m.Elapsed.Seconds()
 		}
 		r.detail("  %s %s writer=%v goroutines=%d: %s lookups", sh.Name, tg.Name, w, g, fmtRate(m.PerSec()))
 	}
-	return rate, wops, true
+	slices.Sort(ups)
+	return rate, ups[len(ups)/2], wops, true
 }
 
 func (r *runner) parallelGoals() []goal {
