@@ -93,6 +93,9 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 	return b
 }
 
+// read reads the next batch into msgs (recvmmsg).
+func (b *batch[V]) read() (int, error) { return b.l.readBatch(b.msgs) }
+
 // handle looks up and delivers the n datagrams just read, in arrival
 // order, then sends the replies.
 func (b *batch[V]) handle(n int) {

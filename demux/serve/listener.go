@@ -121,7 +121,7 @@ func (l *listener[V]) run() {
 	defer l.s.retire(l)
 	b := newBatch(l)
 	for {
-		n, err := l.readBatch(b.msgs)
+		n, err := b.read()
 		if err != nil {
 			if l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
 				return
