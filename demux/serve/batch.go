@@ -146,44 +146,24 @@ func (b *batch[V]) handle(n int) {
 // deliver it.
 func (b *batch[V]) parse(i int) kind {
 	l, m := b.l, &b.msgs[i]
-	oob := m.OOB[:m.NN]
-	if d, ok := rxqOverflow(oob); ok {
-		l.c.kernelDrops.Store(d)
+	c := parseControl(m.OOB[:m.NN], l.p6 != nil)
+	if c.hasDrop {
+		l.c.kernelDrops.Store(c.drops)
 	}
 	if m.Flags&msgTrunc != 0 {
 		l.c.truncated.Add(1)
 		return skip
 	}
 	ua, ok := m.Addr.(*net.UDPAddr)
-	if !ok {
+	if !ok || !c.ok {
 		return skip
 	}
 	src := ua.AddrPort()
-	var dst net.IP
-	var ifindex int
-	if l.p6 != nil {
-		var cm ipv6.ControlMessage
-		if cm.Parse(oob) != nil {
-			return skip
-		}
-		dst, ifindex = cm.Dst, cm.IfIndex
-	} else {
-		var cm ipv4.ControlMessage
-		if cm.Parse(oob) != nil {
-			return skip
-		}
-		dst, ifindex = cm.Dst, cm.IfIndex
+	if l.p6 == nil {
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	}
-	da, ok := netip.AddrFromSlice(dst)
-	if !ok {
-		return skip
-	}
-	if l.p6 == nil {
-		da = da.Unmap()
-	}
-	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(da, l.port), Ifindex: ifindex}
-	if da.IsMulticast() || (da.Is4() && l.s.isBroadcast(da, ifindex, oob)) {
+	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex}
+	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
 		return multicast
 	}
 	return unicast

@@ -24,23 +24,24 @@ type broadcastAddrs struct {
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
 // isBroadcast reports whether the IPv4 address dst, which arrived on
-// ifindex with the control messages oob, is a broadcast address. On Linux
-// the kernel's own routing says so: ipi_spec_dst differs from the
-// destination exactly when the route to it was not a local unicast one.
+// ifindex with IP_PKTINFO's ipi_spec_dst specDst (the zero Addr if
+// unknown), is a broadcast address. On Linux the kernel's own routing
+// says so: ipi_spec_dst differs from the destination exactly when the
+// route to it was not a local unicast one.
 // That also holds for broadcast addresses of interfaces without
 // IFF_BROADCAST (127.255.255.255 on lo) and in the network namespace of
 // the kernel sockets, whichever namespace the reader's thread is in.
 // Elsewhere it falls back to the interfaces' directed broadcast
 // addresses.
-func (s *Server[V]) isBroadcast(dst netip.Addr, ifindex int, oob []byte) bool {
+func (s *Server[V]) isBroadcast(dst netip.Addr, ifindex int, specDst netip.Addr) bool {
 	if f := s.opts.Broadcast; f != nil {
 		return f(dst, ifindex)
 	}
 	if dst == limitedBroadcast {
 		return true
 	}
-	if local, ok := specDst(oob); ok {
-		return local != dst
+	if specDst.IsValid() {
+		return specDst != dst
 	}
 	c := &s.bcast
 	a := c.cur.Load()

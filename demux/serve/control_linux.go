@@ -1,0 +1,62 @@
+package serve
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"syscall"
+	"unsafe"
+)
+
+// control is what the reader takes from one datagram's control messages.
+type control struct {
+	dst     netip.Addr // where the datagram was sent (IPv4 in 4-byte form)
+	ifindex int        // the interface it arrived on
+	// specDst is IP_PKTINFO's ipi_spec_dst: the destination when the
+	// kernel routed it to a local unicast address, and otherwise
+	// (broadcast, multicast) the local address a reply would leave from.
+	// It is the zero Addr when unknown (IPv6, other systems).
+	specDst netip.Addr
+	drops   uint32 // SO_RXQ_OVFL: the kernel socket's running drop count
+	ok      bool   // dst and ifindex were found
+	hasDrop bool   // drops was found
+}
+
+// parseControl reads the IP_PKTINFO (IPv6: IPV6_PKTINFO) and SO_RXQ_OVFL
+// control messages in oob, in one walk over their headers. It reads the
+// packet info bytes itself rather than through ipv4.ControlMessage.Parse
+// (ipv6's), which the socket options and replies still use: Parse
+// allocates three objects per datagram (its list of messages, the
+// ControlMessage, which escapes, and the Dst slice), and at the reader's
+// rates that garbage and its collection cost more than the table's
+// lookup. BenchmarkReceive shows the difference.
+func parseControl(oob []byte, v6 bool) control {
+	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
+	var c control
+	for len(oob) >= hdr {
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < hdr || l > len(oob) {
+			break
+		}
+		d := oob[hdr:l]
+		switch {
+		case h.Level == syscall.SOL_SOCKET && h.Type == syscall.SO_RXQ_OVFL && len(d) >= 4:
+			c.drops, c.hasDrop = binary.NativeEndian.Uint32(d), true
+		case !v6 && h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_PKTINFO && len(d) >= syscall.SizeofInet4Pktinfo:
+			pi := (*syscall.Inet4Pktinfo)(unsafe.Pointer(&d[0]))
+			c.dst, c.specDst = netip.AddrFrom4(pi.Addr), netip.AddrFrom4(pi.Spec_dst)
+			c.ifindex, c.ok = int(pi.Ifindex), true
+		case v6 && h.Level == syscall.IPPROTO_IPV6 && h.Type == syscall.IPV6_PKTINFO && len(d) >= syscall.SizeofInet6Pktinfo:
+			pi := (*syscall.Inet6Pktinfo)(unsafe.Pointer(&d[0]))
+			// ipi6_ifindex is a C int; package syscall spells it uint32.
+			c.dst, c.ifindex, c.ok = netip.AddrFrom16(pi.Addr), int(int32(pi.Ifindex)), true
+		}
+		oob = oob[min(cmsgAlign(l), len(oob)):]
+	}
+	return c
+}
+
+func cmsgAlign(n int) int {
+	const a = int(unsafe.Sizeof(uintptr(0)))
+	return (n + a - 1) &^ (a - 1)
+}
