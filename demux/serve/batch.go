@@ -47,6 +47,9 @@ type batch[V any] struct {
 	kind []kind
 	addr []datagram // addressing of msgs[i]
 
+	// window is how many of msgs the next read offers the kernel.
+	window int
+
 	req       Request[V]
 	deliver   func(*demux.Socket[V], V) bool // LookupMulticast's callback
 	delivered uint64                         // handler calls in this batch
@@ -74,7 +77,7 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 	}
 	oob += oobSpace
 	b := &batch[V]{
-		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n),
+		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n), window: n,
 		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n),
 	}
@@ -93,8 +96,25 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 	return b
 }
 
-// read reads the next batch into msgs (recvmmsg).
-func (b *batch[V]) read() (int, error) { return b.l.readBatch(b.msgs) }
+// minWindow is the fewest message slots a read offers the kernel.
+const minWindow = 8
+
+// read reads the next batch (recvmmsg) into the first window messages,
+// then sets the window for the next read to twice this batch, within
+// minWindow and len(msgs). x/net prepares every message slot it is given
+// on every call (header, iovecs, address buffer) and clears them on the
+// next, whether or not a datagram fills them; a reader that keeps up with
+// its senders reads a few datagrams per call (about ten in the runner's
+// loopback scenario), so offering all of msgs every time spent more on
+// empty slots than on the datagrams. A full read doubles the window: a
+// burst gets full-size reads again after a few calls.
+func (b *batch[V]) read() (int, error) {
+	n, err := b.l.readBatch(b.msgs[:b.window])
+	if err == nil {
+		b.window = min(max(2*n, minWindow), len(b.msgs))
+	}
+	return n, err
+}
 
 // handle looks up and delivers the n datagrams just read, in arrival
 // order, then sends the replies.
