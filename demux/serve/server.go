@@ -22,8 +22,10 @@ type Options struct {
 	// IPv4Only opens no IPv6 kernel sockets. (On a kernel without IPv6
 	// the server opens none anyway.)
 	IPv4Only bool
-	// Batch is the number of datagrams read (recvmmsg) and replies sent
-	// (sendmmsg) per system call; 0 means 32.
+	// Batch is the most datagrams read (recvmmsg) and replies sent
+	// (sendmmsg) per system call; 0 means 32. After a read of fewer, the
+	// next offers the kernel twice as many slots as that read filled (at
+	// least 8), growing back to Batch as reads fill up.
 	Batch int
 	// MaxDatagram is the largest payload read; a longer datagram is
 	// dropped and counted in Stats.Truncated. 0 means 2048.
