@@ -26,9 +26,10 @@ type control struct {
 // packet info bytes itself rather than through ipv4.ControlMessage.Parse
 // (ipv6's), which the socket options and replies still use: Parse
 // allocates three objects per datagram (its list of messages, the
-// ControlMessage, which escapes, and the Dst slice), and at the reader's
-// rates that garbage and its collection cost more than the table's
-// lookup. BenchmarkReceive shows the difference.
+// ControlMessage, which escapes, and the Dst slice): in a CPU profile of
+// the runner's loopback scenario, parsing with it took more of the
+// reader's time than the table's lookups. BenchmarkReceive reports the
+// allocations.
 func parseControl(oob []byte, v6 bool) control {
 	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
 	var c control
