@@ -19,8 +19,9 @@ import (
 // datagrams on the kernel socket with the timer stopped, then reads and
 // handles them with the reader's own calls; "queued" is that number. The
 // reader of a busy server sees full batches (64); one that keeps up with
-// its senders sees a few datagrams per read (about ten in the loopback
-// scenario), so the cost of a read that is not full counts too. Wakeups
+// its senders sees a few per read (from under 2 to about 20 in the
+// runner's loopback scenario), so the cost of a read that is not full
+// counts too. Wakeups
 // of a reader blocked in the poller are not measured here: the loopback
 // scenario has them.
 func BenchmarkReceive(b *testing.B) {
