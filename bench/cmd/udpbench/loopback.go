@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"math"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +52,17 @@ const (
 )
 
 // lbResult is one receiver's run of one row.
+// times says n times in words.
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+// rate returns the datagrams received per second.
+func (res lbResult) rate() float64 { return float64(res.got) / res.elapsed.Seconds() }
+
 type lbResult struct {
 	sent       int
 	sendTime   time.Duration
@@ -95,8 +108,11 @@ func (r *runner) loopback() {
 	r.printf("A sender process sends %d datagrams of %d bytes to each of *nsocks* addresses 127.1.x.y on one port, "+
 		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Two receivers take them in turn: "+
 		"**udpdemux** through `demux/serve` (one wildcard kernel socket with the receive buffer of *nsocks* sockets, "+
-		"recvmmsg batches of 64, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
-		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Drops are datagrams sent but not received "+
+		"recvmmsg reads of up to 64 datagrams, each offering twice the last read's count and at least 8, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
+		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Each row runs the pair (udpdemux, then the kernel) %s, so "+
+		"that a change of the machine's load between pairs touches both alike; each receiver's line shows its run of "+
+		"median received/s, *wrong* counts every run, and the goal compares the median of the pairs' ratios, listed "+
+		"below the table. Drops are datagrams sent but not received "+
 		"(on loopback, only a full receive queue loses them). CPU is this process's (getrusage), which runs only the "+
 		"receiver. Lookup share is the datagrams received times the cost of one lookup (in brackets: the table's "+
 		"LookupBatch per datagram on the run's datagrams, the fastest of three testing.Benchmark runs right after "+
@@ -105,25 +121,49 @@ func (r *runner) loopback() {
 		"lookups. While the sender is the bottleneck, both receivers receive at its rate: compare CPU per datagram "+
 		"then. Every datagram's payload names "+
 		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
-		ndgrams, max(r.c.loopback.payload, 4), senderSockets, where, strategy)
-	dpsOf := map[string]float64{}
+		ndgrams, max(r.c.loopback.payload, 4), senderSockets, where, strategy, times(r.c.runs))
 	var limits []string // what limited each row, from its figures
+	var pairNotes []string
 	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
 		"received/s", "CPU/datagram", "lookup share")
+	receivers := []string{"udpdemux", "kernel"}
 	for _, nsocks := range rows {
-		for _, recv := range []string{"udpdemux", "kernel"} {
-			r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
-			var res lbResult
-			var err error
-			run(func() { res, err = loopbackRun(recv, nsocks, ndgrams, r.c.loopback.payload, strategy) })
-			if err != nil {
-				r.fail("loopback %d × %d, %s: %v", nsocks, ndgrams, recv, err)
+		// The receivers run in pairs, one after the other, so that a
+		// change of the machine's load between pairs touches both alike.
+		runs := map[string][]lbResult{}
+		var wrong [2]uint64
+		var ratios []string
+		var rs []float64
+		for range r.c.runs {
+			var dps [2]float64
+			for i, recv := range receivers {
+				r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
+				var res lbResult
+				var err error
+				run(func() { res, err = loopbackRun(recv, nsocks, ndgrams, r.c.loopback.payload, strategy) })
+				if err != nil {
+					r.fail("loopback %d × %d, %s: %v", nsocks, ndgrams, recv, err)
+					continue
+				}
+				if res.wrong > 0 {
+					r.fail("loopback %d × %d, %s: %d datagrams reached the wrong socket", nsocks, ndgrams, recv, res.wrong)
+				}
+				wrong[i] += res.wrong
+				runs[recv] = append(runs[recv], res)
+				dps[i] = res.rate()
+			}
+			if dps[0] > 0 && dps[1] > 0 {
+				rs = append(rs, dps[0]/dps[1])
+				ratios = append(ratios, fmtX(dps[0]/dps[1]))
+			}
+		}
+		for i, recv := range receivers {
+			if len(runs[recv]) == 0 {
 				continue
 			}
-			if res.wrong > 0 {
-				r.fail("loopback %d × %d, %s: %d datagrams reached the wrong socket", nsocks, ndgrams, recv, res.wrong)
-			}
-			dps := float64(res.got) / res.elapsed.Seconds()
+			// The run of the median rate stands for the receiver.
+			slices.SortFunc(runs[recv], func(a, b lbResult) int { return cmp.Compare(a.rate(), b.rate()) })
+			res := runs[recv][len(runs[recv])/2]
 			perDgram := float64(res.cpu.Nanoseconds()) / float64(max(res.got, 1))
 			share := "—"
 			k := key{scen: scLoopback, n: nsocks, target: recv}
@@ -134,19 +174,28 @@ func (r *runner) loopback() {
 				r.set(k, sh)
 			}
 			k.shape, k.m = "", wrongCount
-			r.set(k, float64(res.wrong))
-			dpsOf[recv] = dps
+			r.set(k, float64(wrong[i]))
 			if recv == "udpdemux" && !math.IsNaN(res.lookupNs) {
 				limits = append(limits, loopbackLimit(nsocks, perDgram, res.lookupNs, res.sendTime, res.elapsed))
 			}
 			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(r.c.loopback.payload, 4)), recv,
 				fmtDur(res.sendTime), fmtInt(int(res.got)), fmtInt(res.sent-int(res.got)),
-				fmtInt(int(res.wrong)), fmtRate(dps), fmtNs(perDgram), share)
+				fmtInt(int(wrong[i])), fmtRate(res.rate()), fmtNs(perDgram), share)
 		}
-		r.loopbackRatio(nsocks, dpsOf)
-		clear(dpsOf)
+		if len(rs) > 0 {
+			m := median(rs)
+			r.set(key{scen: scLoopback, n: nsocks, target: "udpdemux", shape: lbVsKernel, m: ratioX}, m)
+			pairNotes = append(pairNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(ratios, ", "), fmtX(m)))
+		}
 	}
 	r.printf("%s\n", tb)
+	if len(pairNotes) > 0 {
+		r.printf("udpdemux's received/s over the kernel's, pair by pair:\n\n")
+		for _, n := range pairNotes {
+			r.printf("- %s\n", n)
+		}
+		r.printf("\n")
+	}
 	if len(limits) > 0 {
 		r.printf("What limited udpdemux's throughput, row by row, from the figures above:\n\n")
 		for _, l := range limits {
@@ -172,16 +221,6 @@ func loopbackLimit(nsocks int, cpuPerDgram, lookupNs float64, send, recv time.Du
 		return s + "; it kept up with the sender, whose system calls set the rate; of the receiver's own cost, " + what + " took the most."
 	}
 	return s + "; it fell behind the sender: " + what + " limited it."
-}
-
-// loopbackRatio records the udpdemux ÷ kernel datagrams per second of a
-// row, once both receivers ran.
-func (r *runner) loopbackRatio(nsocks int, dpsOf map[string]float64) {
-	u, okU := dpsOf["udpdemux"]
-	k, okK := dpsOf["kernel"]
-	if okU && okK && k > 0 {
-		r.set(key{scen: scLoopback, n: nsocks, target: "udpdemux", shape: lbVsKernel, m: ratioX}, u/k)
-	}
 }
 
 func (r *runner) loopbackGoals() []goal {
