@@ -68,8 +68,10 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 // index node.
 func offer(b *lookup.Best, hd *heads, q *lookup.Query) {
 	b.Offer(&hd.face, q)
-	for _, e := range hd.rest {
-		b.Offer(&e.Face, q)
+	if hd.rest != nil {
+		for _, e := range *hd.rest {
+			b.Offer(&e.Face, q)
+		}
 	}
 }
 

@@ -149,14 +149,17 @@ func (hd heads) at(i int) *sock.Entry {
 	if i == 0 {
 		return hd.first
 	}
-	return hd.rest[i-1]
+	return (*hd.rest)[i-1]
 }
 
 func (hd heads) len() int {
-	if hd.first == nil {
+	switch {
+	case hd.first == nil:
 		return 0
+	case hd.rest == nil:
+		return 1
 	}
-	return 1 + len(hd.rest)
+	return 1 + len(*hd.rest)
 }
 
 // with returns hd with the head of class i set to e (a new class if i is
@@ -181,7 +184,8 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 	}
 	out := heads{first: all[0], face: all[0].Face}
 	if len(all) > 1 {
-		out.rest = all[1:]
+		rest := all[1:]
+		out.rest = &rest
 	}
 	return out
 }
