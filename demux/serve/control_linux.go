@@ -7,20 +7,6 @@ import (
 	"unsafe"
 )
 
-// control is what the reader takes from one datagram's control messages.
-type control struct {
-	dst     netip.Addr // where the datagram was sent (IPv4 in 4-byte form)
-	ifindex int        // the interface it arrived on
-	// specDst is IP_PKTINFO's ipi_spec_dst: the destination when the
-	// kernel routed it to a local unicast address, and otherwise
-	// (broadcast, multicast) the local address a reply would leave from.
-	// It is the zero Addr when unknown (IPv6, other systems).
-	specDst netip.Addr
-	drops   uint32 // SO_RXQ_OVFL: the kernel socket's running drop count
-	ok      bool   // dst and ifindex were found
-	hasDrop bool   // drops was found
-}
-
 // parseControl reads the IP_PKTINFO (IPv6: IPV6_PKTINFO) and SO_RXQ_OVFL
 // control messages in oob, in one walk over their headers. It reads the
 // packet info bytes itself rather than through ipv4.ControlMessage.Parse
