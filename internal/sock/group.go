@@ -86,15 +86,20 @@ func (v View) Ref(i int) *Ref {
 }
 
 // Snapshot returns a View of a copy of the members, which later joins
-// and leaves leave alone.
+// and leaves leave alone. It copies the array of one moment, the Refs'
+// copies included, as a lookup would read it.
 func (g *Group) Snapshot() View {
-	es := g.Members()
-	m := newMembers(len(es))
-	for i, e := range es {
-		m.set(i, e, refOf(e))
+	m := g.arr.Load()
+	if m == nil {
+		return View{}
 	}
-	m.n.Store(int32(len(es)))
-	return View{m: m, n: len(es)}
+	n := int(m.n.Load())
+	c := newMembers(n)
+	for i := range n {
+		c.set(i, m.es[i].Load(), m.refs[i].Load())
+	}
+	c.n.Store(int32(n))
+	return View{m: c, n: n}
 }
 
 // members is one array of a group. Writers grow it by copying into a new
