@@ -132,8 +132,7 @@ func (r *runner) loopback() {
 		// change of the machine's load between pairs touches both alike.
 		runs := map[string][]lbResult{}
 		var wrong [2]uint64
-		var ratios []string
-		var rs []float64
+		var rs []float64 // the pairs' ratios, in run order
 		for range r.c.runs {
 			var dps [2]float64
 			for i, recv := range receivers {
@@ -154,7 +153,6 @@ func (r *runner) loopback() {
 			}
 			if dps[0] > 0 && dps[1] > 0 {
 				rs = append(rs, dps[0]/dps[1])
-				ratios = append(ratios, fmtX(dps[0]/dps[1]))
 			}
 		}
 		for i, recv := range receivers {
@@ -183,9 +181,13 @@ func (r *runner) loopback() {
 				fmtInt(int(wrong[i])), fmtRate(res.rate()), fmtNs(perDgram), share)
 		}
 		if len(rs) > 0 {
-			m := median(rs)
+			var each []string
+			for _, x := range rs {
+				each = append(each, fmtX(x))
+			}
+			m := median(rs) // sorts rs
 			r.set(key{scen: scLoopback, n: nsocks, target: "udpdemux", shape: lbVsKernel, m: ratioX}, m)
-			pairNotes = append(pairNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(ratios, ", "), fmtX(m)))
+			pairNotes = append(pairNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(each, ", "), fmtX(m)))
 		}
 	}
 	r.printf("%s\n", tb)

@@ -97,8 +97,7 @@ func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target
 		}
 		r.detail("  %s %s writer=%v goroutines=%d: %s lookups", sh.Name, tg.Name, w, g, fmtRate(m.PerSec()))
 	}
-	slices.Sort(ups)
-	return rate, ups[len(ups)/2], wops, true
+	return rate, median(ups), wops, true
 }
 
 func (r *runner) parallelGoals() []goal {
