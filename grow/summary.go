@@ -73,28 +73,148 @@ func (cs *classes) index(a attrs) int {
 	return -1
 }
 
-// conflict reports whether a class of cs conflicts with n.
-func (cs *classes) conflict(n *sock.Entry) bool {
-	if cs.first.n > 0 && cs.first.a.conflicts(n) {
-		return true
+// summary is what a port's bind checks read instead of its sockets. Each
+// socket is counted in the classes of its IPv4 side (unless it is
+// IPv6-only), of its IPv6 address (if it is an IPv6 socket that is not
+// v4-mapped), and, with its address left out, in wild.
+type summary struct {
+	byV4 keyed[uint32]
+	byV6 keyed[sock.Addr16]
+	wild classes
+}
+
+// keyed holds the classes of each address key. Nearly every key of a
+// busy port has one class, so the first class a key gets sits in a cell,
+// which leaves out the address its key gives (20 bytes where a class takes
+// 40); a key's other classes, and a first one that a cell cannot hold,
+// are kept whole in more. At a million sockets on one port the cells are
+// most of a summary's memory.
+type keyed[K comparable] struct {
+	cells map[K]cell
+	more  map[K][]class
+}
+
+// cell is a class without the address that its key gives.
+type cell struct {
+	flags uint8
+	wild6 bool // under an IPv4 key: the IPv6 address is "::", not the key's mapped form
+	dev   int32
+	owner uint32
+	v4    uint32 // under an IPv6 key: the IPv4 side
+	n     int32
+}
+
+// cellOf4 returns a's cell under IPv4 key a.v4, if a cell can hold it:
+// if its IPv6 address is the key's mapped form or "::".
+func cellOf4(a attrs) (cell, bool) {
+	c := cell{flags: a.flags, dev: a.dev, owner: a.owner, wild6: a.v6 == sock.Wild6}
+	return c, c.wild6 || a.v6 == sock.Map4(a.v4)
+}
+
+func attrsOf4(k uint32, c cell) attrs {
+	a := attrs{flags: c.flags, dev: c.dev, owner: c.owner, v4: k, v6: sock.Map4(k)}
+	if c.wild6 {
+		a.v6 = sock.Wild6
 	}
-	for i := range cs.more {
-		if cs.more[i].a.conflicts(n) {
+	return a
+}
+
+// cellOf6 returns a's cell under IPv6 key a.v6: always one.
+func cellOf6(a attrs) (cell, bool) {
+	return cell{flags: a.flags, dev: a.dev, owner: a.owner, v4: a.v4}, true
+}
+
+func attrsOf6(k sock.Addr16, c cell) attrs {
+	return attrs{flags: c.flags, dev: c.dev, owner: c.owner, v4: c.v4, v6: k}
+}
+
+// add counts d sockets of attributes a under key k; fold makes a's cell.
+func (m *keyed[K]) add(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
+	c, ok := fold(a)
+	if have, taken := m.cells[k]; taken && ok && same(have, c) {
+		have.n += int32(d)
+		if have.n == 0 {
+			delete(m.cells, k)
+		} else {
+			m.cells[k] = have
+		}
+		return
+	}
+	ms := m.more[k]
+	for i := range ms {
+		if ms[i].a == a {
+			if ms[i].n += d; ms[i].n == 0 {
+				ms = append(ms[:i:i], ms[i+1:]...)
+				if len(ms) == 0 {
+					delete(m.more, k)
+				} else {
+					m.more[k] = ms
+				}
+			}
+			return
+		}
+	}
+	if _, taken := m.cells[k]; ok && !taken {
+		if m.cells == nil {
+			m.cells = map[K]cell{}
+		}
+		c.n = int32(d)
+		m.cells[k] = c
+		return
+	}
+	if m.more == nil {
+		m.more = map[K][]class{}
+	}
+	m.more[k] = append(ms, class{a, d})
+}
+
+// same reports whether a and b are one class (counts aside).
+func same(a, b cell) bool {
+	a.n, b.n = 0, 0
+	return a == b
+}
+
+// conflict reports whether a class under key k conflicts with n; unfold
+// makes a cell's class.
+func (m *keyed[K]) conflict(k K, n *sock.Entry, unfold func(K, cell) attrs) bool {
+	if c, ok := m.cells[k]; ok {
+		if a := unfold(k, c); a.conflicts(n) {
+			return true
+		}
+	}
+	if len(m.more) == 0 {
+		return false
+	}
+	for _, c := range m.more[k] {
+		if c.a.conflicts(n) {
 			return true
 		}
 	}
 	return false
 }
 
-// summary is what a port's bind checks read instead of its sockets. Each
-// socket is counted in the classes of its IPv4 side (unless it is
-// IPv6-only), of its IPv6 address (if it is an IPv6 socket that is not
-// v4-mapped), and, with its address left out, in wild.
-type summary struct {
-	byV4 map[uint32]classes
-	byV6 map[sock.Addr16]classes
-	wild classes
+// all returns every key's classes and their counts, for Verify.
+func (m *keyed[K]) all(unfold func(K, cell) attrs) map[K]map[attrs]int {
+	out := map[K]map[attrs]int{}
+	at := func(k K) map[attrs]int {
+		if out[k] == nil {
+			out[k] = map[attrs]int{}
+		}
+		return out[k]
+	}
+	for k, c := range m.cells {
+		at(k)[unfold(k, c)] += int(c.n)
+	}
+	for k, cs := range m.more {
+		for _, c := range cs {
+			at(k)[c.a] += c.n
+		}
+	}
+	return out
 }
+
+// empty reports whether m counts no socket.
+func (m *keyed[K]) empty() bool { return len(m.cells) == 0 && len(m.more) == 0 }
 
 // The kinds of address that stand for the address in the classes that
 // wildcard binds read: v4-mapped (an IPv4 socket counts as mapped), the
@@ -137,26 +257,10 @@ func wildConflicts(n *sock.Entry, a attrs) bool {
 func (s *summary) add(e *sock.Entry, d int) {
 	a := attrsOf(e)
 	if !e.Has(sock.Is6 | sock.V6Only) {
-		if s.byV4 == nil {
-			s.byV4 = map[uint32]classes{}
-		}
-		cs := s.byV4[e.V4]
-		if cs.add(a, d) {
-			delete(s.byV4, e.V4)
-		} else {
-			s.byV4[e.V4] = cs
-		}
+		s.byV4.add(e.V4, a, d, cellOf4)
 	}
 	if e.Has(sock.Is6) && !e.V6.IsMapped() {
-		if s.byV6 == nil {
-			s.byV6 = map[sock.Addr16]classes{}
-		}
-		cs := s.byV6[e.V6]
-		if cs.add(a, d) {
-			delete(s.byV6, e.V6)
-		} else {
-			s.byV6[e.V6] = cs
-		}
+		s.byV6.add(e.V6, a, d, cellOf6)
 	}
 	s.wild.add(wildAttrs(e), d)
 }
@@ -176,10 +280,6 @@ func (s *summary) inUse(n *sock.Entry) bool {
 		}
 		return false
 	}
-	for _, cs := range [...]classes{s.byV4[n.V4], s.byV4[0], s.byV6[n.V6], s.byV6[sock.Wild6]} {
-		if cs.conflict(n) {
-			return true
-		}
-	}
-	return false
+	return s.byV4.conflict(n.V4, n, attrsOf4) || s.byV4.conflict(0, n, attrsOf4) ||
+		s.byV6.conflict(n.V6, n, attrsOf6) || s.byV6.conflict(sock.Wild6, n, attrsOf6)
 }

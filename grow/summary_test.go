@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
@@ -51,8 +52,37 @@ func randomEntry(r *rand.Rand) *sock.Entry {
 	return e
 }
 
+// byKey is a summary's classes key by key, whatever form it keeps them in.
+type byKey struct {
+	V4 map[uint32]map[attrs]int
+	V6 map[sock.Addr16]map[attrs]int
+}
+
+// countByKey counts the classes of bound as a summary should hold them.
+func countByKey(bound []*sock.Entry) byKey {
+	want := byKey{map[uint32]map[attrs]int{}, map[sock.Addr16]map[attrs]int{}}
+	for _, e := range bound {
+		if !e.Has(sock.Is6 | sock.V6Only) {
+			if want.V4[e.V4] == nil {
+				want.V4[e.V4] = map[attrs]int{}
+			}
+			want.V4[e.V4][attrsOf(e)]++
+		}
+		if e.Has(sock.Is6) && !e.V6.IsMapped() {
+			if want.V6[e.V6] == nil {
+				want.V6[e.V6] = map[attrs]int{}
+			}
+			want.V6[e.V6][attrsOf(e)]++
+		}
+	}
+	return want
+}
+
+func summed(s *summary) byKey { return byKey{s.byV4.all(attrsOf4), s.byV6.all(attrsOf6)} }
+
 // TestSummaryMatchesScan: the summary's answer for every new socket is the
-// answer of a scan of every bound socket with bind.Conflicts. Small
+// answer of a scan of every bound socket with bind.Conflicts, and it holds
+// each socket's attributes exactly, under its keys. Small
 // populations, so that the answer often hangs on one class; sockets are
 // added and removed at random.
 func TestSummaryMatchesScan(t *testing.T) {
@@ -70,6 +100,8 @@ func TestSummaryMatchesScan(t *testing.T) {
 				s.add(e, 1)
 				bound = append(bound, e)
 			}
+			require.Empty(t, cmp.Diff(countByKey(bound), summed(&s), cmp.AllowUnexported(attrs{}, sock.Addr16{})),
+				"round %d step %d: the summary's classes", round, step)
 			for range 8 {
 				n := randomEntry(r)
 				want := false
@@ -82,8 +114,8 @@ func TestSummaryMatchesScan(t *testing.T) {
 		for _, e := range bound {
 			s.add(e, -1)
 		}
-		require.Empty(t, s.byV4)
-		require.Empty(t, s.byV6)
+		require.True(t, s.byV4.empty())
+		require.True(t, s.byV6.empty())
 		require.Zero(t, s.wild.first.n)
 		require.Empty(t, s.wild.more)
 	}

@@ -2,6 +2,7 @@ package grow
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
@@ -158,20 +159,9 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 }
 
 func sameSummary(a, b *summary) bool {
-	if len(a.byV4) != len(b.byV4) || len(a.byV6) != len(b.byV6) || !sameClasses(&a.wild, &b.wild) {
-		return false
-	}
-	for k, cs := range a.byV4 {
-		if o, ok := b.byV4[k]; !ok || !sameClasses(&cs, &o) {
-			return false
-		}
-	}
-	for k, cs := range a.byV6 {
-		if o, ok := b.byV6[k]; !ok || !sameClasses(&cs, &o) {
-			return false
-		}
-	}
-	return true
+	return sameClasses(&a.wild, &b.wild) &&
+		maps.EqualFunc(a.byV4.all(attrsOf4), b.byV4.all(attrsOf4), maps.Equal) &&
+		maps.EqualFunc(a.byV6.all(attrsOf6), b.byV6.all(attrsOf6), maps.Equal)
 }
 
 func sameClasses(a, b *classes) bool {
