@@ -52,10 +52,10 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 		Owner: old.Owner,
 	}
 	l := localOf(old)
-	wild := s.opts.Addr.IsUnspecified()
+	wild := s.opts.addr.IsUnspecified()
 	if wild {
 		// The wildcard bound once, so binding it again cannot fail.
-		l, _ = ipv6.Bind(s.opts.Addr, s.opts.V6Only, 0, nil)
+		l, _ = ipv6.Bind(s.opts.addr, s.opts.flags&optV6Only != 0, 0, nil)
 	}
 	setLocal(e, l)
 	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {

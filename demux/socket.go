@@ -16,7 +16,47 @@ type Socket[V any] struct {
 	s    sock.Socket
 	val  V // next to s, which a lookup's entry points at
 	t    *Table[V]
-	opts Options // as bound, with the port chosen; immutable
+	opts bound // as bound, with the port chosen; immutable once bound
+}
+
+// bound is the Options a socket was bound with, packed: 40 bytes where
+// Options takes 48, which brings a handle with a value of up to 8 bytes
+// from 112 bytes to 96, a smaller size class.
+type bound struct {
+	addr   netip.Addr
+	port   uint16
+	flags  uint8 // optReuseAddr, optReusePort, optV6Only
+	owner  uint32
+	device int32 // Bind refuses devices past MaxInt32
+}
+
+const (
+	optReuseAddr uint8 = 1 << iota
+	optReusePort
+	optV6Only
+)
+
+func boundOf(o Options) bound {
+	b := bound{addr: o.Addr, port: o.Port, owner: o.Owner, device: int32(o.Device)}
+	if o.ReuseAddr {
+		b.flags |= optReuseAddr
+	}
+	if o.ReusePort {
+		b.flags |= optReusePort
+	}
+	if o.V6Only {
+		b.flags |= optV6Only
+	}
+	return b
+}
+
+func (b bound) options() Options {
+	return Options{
+		Addr: b.addr, Port: b.port, Owner: b.owner, Device: int(b.device),
+		ReuseAddr: b.flags&optReuseAddr != 0,
+		ReusePort: b.flags&optReusePort != 0,
+		V6Only:    b.flags&optV6Only != 0,
+	}
 }
 
 // Value returns the value attached to the socket at Bind.
@@ -27,7 +67,7 @@ func (s *Socket[V]) Value() V { return s.val }
 // link-local address's zone, or a connect to a link-local peer, binds the
 // device.
 func (s *Socket[V]) Options() Options {
-	o := s.opts
+	o := s.opts.options()
 	if e := s.s.Cur.Load(); e != nil {
 		o.Device = int(e.Device)
 	}
