@@ -167,6 +167,14 @@ func (hd heads) len() int {
 // hd.len()), or removed if e is nil; the rest slice is copied, never
 // changed in place, since lookups read it.
 func (hd heads) with(i int, e *sock.Entry) heads {
+	if hd.rest == nil && (i == 0 || e == nil) {
+		// A key of one class, or none, stays so: no slice to build,
+		// which spares most binds and closes an allocation.
+		if e == nil {
+			return heads{}
+		}
+		return heads{first: e, face: e.Face}
+	}
 	n := hd.len()
 	all := make([]*sock.Entry, 0, n+1)
 	for j := range n {
