@@ -2,7 +2,6 @@ package bind
 
 import (
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -31,19 +30,47 @@ type Occupancy struct {
 	Range    *Range
 	inRange  rangeCounts
 	total    atomic.Int64 // sockets counted, for Verify
-	counts   [countStripes]countStripe
+	counts   [countDirs]atomic.Pointer[[countDir]atomic.Pointer[[countPage]portCount]]
 	used     sparseBits
 	blocked4 sparseBits
 	blocked6 sparseBits
 }
 
-// countStripes spreads the per-port counts over maps with their own
-// locks, so that writers of different ports seldom meet.
-const countStripes = 64
+// The per-port counts sit in pages of countPage ports, which directories
+// of countDir pages point to; both are made when a port they cover is
+// first counted and kept after, so that a table with a few ports pays
+// about a kilobyte, as a map did. Each count is guarded by its port's
+// lock alone: no map, and no lock of the index's own, on a write's path
+// (they were a fifth of a bind(0) and its close).
+const (
+	countPage = 16
+	countDir  = 64
+	countDirs = 65536 / (countPage * countDir)
+)
 
-type countStripe struct {
-	mu sync.Mutex
-	m  map[uint16]portCount
+// count returns p's count, making its page if make is set (or returning
+// nil if it was never made). The caller holds p's lock; writers of other
+// ports of a page or directory may race to make it, and one wins.
+func (o *Occupancy) count(p uint16, make bool) *portCount {
+	d := &o.counts[p/(countPage*countDir)]
+	dir := d.Load()
+	if dir == nil {
+		if !make {
+			return nil
+		}
+		d.CompareAndSwap(nil, new([countDir]atomic.Pointer[[countPage]portCount]))
+		dir = d.Load()
+	}
+	pg := &dir[p/countPage%countDir]
+	page := pg.Load()
+	if page == nil {
+		if !make {
+			return nil
+		}
+		pg.CompareAndSwap(nil, new([countPage]portCount))
+		page = pg.Load()
+	}
+	return &page[p%countPage]
 }
 
 // sparseBits is a bitmap of the 65 536 ports in pages of 1024 ports,
@@ -115,10 +142,10 @@ type portCount struct {
 
 // Users returns the number of sockets on p. The caller holds p's lock.
 func (o *Occupancy) Users(p uint16) int {
-	st := &o.counts[p%countStripes]
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return int(st.m[p].users)
+	if c := o.count(p, false); c != nil {
+		return int(c.users)
+	}
+	return 0
 }
 
 // Total returns the number of sockets counted over all ports.
@@ -136,9 +163,8 @@ func (o *Occupancy) Remove(e *sock.Entry) { o.update(e, -1) }
 
 func (o *Occupancy) update(e *sock.Entry, d int) {
 	p := e.Port
-	st := &o.counts[p%countStripes]
-	st.mu.Lock()
-	was := st.m[p]
+	at := o.count(p, true)
+	was := *at
 	c := was
 	c.users = uint32(int(c.users) + d)
 	b4, b6 := blocks(e)
@@ -148,15 +174,7 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 	if b6 {
 		c.b6 = uint16(int(c.b6) + d)
 	}
-	if c == (portCount{}) {
-		delete(st.m, p)
-	} else {
-		if st.m == nil {
-			st.m = map[uint16]portCount{}
-		}
-		st.m[p] = c
-	}
-	st.mu.Unlock()
+	*at = c
 	o.total.Add(int64(d))
 	if o.Range != nil && o.Range.Allowed(p) {
 		o.inRange.add(was, c)
