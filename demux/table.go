@@ -1,7 +1,6 @@
 package demux
 
 import (
-	"crypto/rand"
 	mrand "math/rand/v2"
 	"net/netip"
 	"reflect"
@@ -48,8 +47,9 @@ type Config struct {
 	// ip_local_reserved_ports); explicit binds to them work.
 	ReservedPorts []uint16
 	// Rand is the random source for ephemeral ports and the hash seeds;
-	// nil means a ChaCha8 generator seeded from crypto/rand. The Table
-	// serializes its calls to it. A typed nil is EINVAL. A source that is
+	// nil means math/rand/v2's top-level generator (ChaCha8, seeded by the
+	// runtime from the system's entropy, drawn from without a lock). The
+	// Table serializes its calls to a Rand it is given. A typed nil is EINVAL. A source that is
 	// not random (a constant, in tests) never makes bind(0) hang, but
 	// makes its choices and the hash seeds predictable.
 	Rand mrand.Source
@@ -151,14 +151,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if rng != nil && isNil(rng) {
 		return nil, newError("Rand is a nil %T: %w", rng, syscall.EINVAL)
 	}
-	if rng == nil {
-		var seed [32]byte
-		if _, err := rand.Read(seed[:]); err != nil {
-			return nil, newError("seeding the random source: %w", err)
-		}
-		rng = mrand.NewChaCha8(seed)
-	}
-	rnd := bind.NewRand(rng)
+	rnd := bind.NewRand(rng) // nil: the runtime's generator
 	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
 	if err != nil {
 		return nil, &OpError{Op: "new", Err: err}
