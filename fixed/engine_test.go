@@ -1,6 +1,7 @@
 package fixed
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"testing"
@@ -202,4 +203,23 @@ func TestUnlink(t *testing.T) {
 	assert.Equal(t, map[*sock.Entry]bool{es[1]: true, es[2]: true}, verify(t, x))
 	assert.Equal(t, []*sock.Entry{es[1]}, es[1].Group.Members())
 	assert.Equal(t, 2, x.occ.Users(53))
+}
+
+// TestVerifySeesMoveInProgress: a secondary slot whose sequence count a
+// writer left odd is reported, not waited on.
+func TestVerifySeesMoveInProgress(t *testing.T) {
+	x := newEngine(t, 1000, 1999, nil)
+	var errs []string
+	verify := func() {
+		errs = nil
+		x.Verify(func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
+	}
+	verify()
+	require.Empty(t, errs)
+	x.h2.At(7).Seq.Begin()
+	verify()
+	require.Equal(t, []string{"secondary slot 7: move in progress"}, errs)
+	x.h2.At(7).Seq.End()
+	verify()
+	require.Empty(t, errs)
 }

@@ -35,7 +35,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 	seen2 := map[*sock.Entry]bool{}
 	for i := range h2.Len() {
 		s := h2.At(i)
-		if v := s.Seq.Read(); v&1 != 0 {
+		if s.Seq.Moving() {
 			bad("secondary slot %d: move in progress", i)
 		}
 		c := &s.Chain

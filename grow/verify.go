@@ -20,7 +20,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if pr.port != p || pr.dead {
 			bad("port record %d: holds port %d, dead %v", p, pr.port, pr.dead)
 		}
-		if v := pr.s.list.Seq.Read(); v&1 != 0 {
+		if pr.s.list.Seq.Moving() {
 			bad("port %d: move in progress", p)
 		}
 		var want summary

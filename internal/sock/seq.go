@@ -25,5 +25,10 @@ func (s *SeqCount) Read() uint32 {
 	}
 }
 
+// Moving reports whether a move is under way, without waiting for it:
+// for checks made when no write should be in flight, where Read would
+// wait forever on a count a writer left odd.
+func (s *SeqCount) Moving() bool { return s.v.Load()&1 != 0 }
+
 // Changed reports whether the count differs from v, a value Read returned.
 func (s *SeqCount) Changed(v uint32) bool { return s.v.Load() != v }
