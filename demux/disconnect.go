@@ -66,7 +66,7 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 		sk.BindSeq = w.t.seq.Add(1)
 	}
 	if wild {
-		sk.First4 = nil
+		sk.ForgetFirst4()
 	}
 	e.Seq = sk.BindSeq
 	w.replace(h, s, old, e)

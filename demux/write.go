@@ -164,6 +164,7 @@ func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *sock.Entry) {
 	}
 	// As in Bind: a lookup that finds the new entry sees it as current.
 	s.s.Cur.Store(e)
+	s.s.Pass(old, e)
 	if join {
 		e.Group.Add(e)
 	}
@@ -183,22 +184,26 @@ func (t *Table[V]) order(e, old *sock.Entry) {
 	if e.Key() != old.Key() {
 		sk.BindSeq = t.seq.Add(1)
 	}
-	now := sock.Tuple{Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort}
+	f, ok := sk.First4()
 	// A socket that kept its wildcard is not in the 4-tuple hash.
-	if sk.First4 == nil && !e.IsWild() {
-		first := now
-		first.Seq = t.seq.Add(1)
-		sk.First4 = &first
+	if !ok && !e.IsWild() {
+		f, ok = sock.TupleOf(e), true
+		f.Seq = t.seq.Add(1)
 	}
-	if f := sk.First4; f != nil {
-		if now.Seq = f.Seq; now == *f {
-			e.Flags |= sock.Hash4
-			e.Seq = f.Seq
-			return
-		}
+	if ok && with(sock.TupleOf(e), f.Seq) == f {
+		e.Flags |= sock.Hash4
+		e.Seq = f.Seq
+		sk.HoldFirst4(e)
+		return
 	}
 	e.Flags &^= sock.Hash4
 	e.Seq = sk.BindSeq
+}
+
+// with returns t with seq as its order.
+func with(t sock.Tuple, seq uint64) sock.Tuple {
+	t.Seq = seq
+	return t
 }
 
 // owns returns an EBADF error for op unless s is a socket of t.

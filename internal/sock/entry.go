@@ -216,6 +216,9 @@ func (e *Entry) Has(f uint8) bool { return e.Flags&f == f }
 type Socket struct {
 	Cur    atomic.Pointer[Entry] // the published entry, or the last one once closed
 	Closed atomic.Bool
+	// first4Own says what first4 points to; see First4. It fills what
+	// would be padding, which keeps the public handle in its size class.
+	first4Own bool
 
 	// Bound is the Seq of the socket's bind: its place in the port's
 	// primary chain, which no connect changes. Immutable once the socket
@@ -224,11 +227,55 @@ type Socket struct {
 	// BindSeq is the Seq of the socket's last bind or rehash. Guarded by
 	// the socket's primary slot lock.
 	BindSeq uint64
-	// First4 is the 4-tuple the socket had when it first connected, where
-	// Linux's 4-tuple hash keeps it (a later connect does not move it); nil
-	// until then, so that a socket that never connects does not pay for
-	// it. Guarded by the socket's primary slot lock.
-	First4 *Tuple
+	// first4 holds the 4-tuple the socket had when it first connected,
+	// where Linux's 4-tuple hash keeps it (a later connect does not move
+	// it): nil until then; while the current entry has that 4-tuple, that
+	// entry, so that a socket that connects once pays nothing for it; a
+	// Tuple of the socket's own (first4Own) once it has left it. Both
+	// guarded by the socket's primary slot lock.
+	first4 unsafe.Pointer
+}
+
+// First4 returns the 4-tuple the socket had when it first connected, and
+// whether it has one. The caller holds the socket's primary slot lock.
+func (s *Socket) First4() (Tuple, bool) {
+	switch {
+	case s.first4 == nil:
+		return Tuple{}, false
+	case s.first4Own:
+		return *(*Tuple)(s.first4), true
+	}
+	return TupleOf((*Entry)(s.first4)), true
+}
+
+// HoldFirst4 makes e, a new state of the socket whose 4-tuple and Seq are
+// those of its first connect, what holds them. The caller holds the
+// socket's primary slot lock.
+func (s *Socket) HoldFirst4(e *Entry) { s.first4, s.first4Own = unsafe.Pointer(e), false }
+
+// ForgetFirst4 drops the first 4-tuple. The caller holds the socket's
+// primary slot lock.
+func (s *Socket) ForgetFirst4() { s.first4, s.first4Own = nil, false }
+
+// Pass is told that e replaced old as the socket's current state. If old
+// held the first 4-tuple, e holds it when e's 4-tuple and Seq are the
+// same, and the socket keeps a copy of its own otherwise: an entry the
+// socket has left never stays reachable from it. The caller holds the
+// socket's primary slot lock.
+func (s *Socket) Pass(old, e *Entry) {
+	if s.first4Own || s.first4 != unsafe.Pointer(old) {
+		return
+	}
+	if t := TupleOf(old); TupleOf(e) != t {
+		s.first4, s.first4Own = unsafe.Pointer(&t), true
+		return
+	}
+	s.first4 = unsafe.Pointer(e)
+}
+
+// TupleOf returns e's 4-tuple, with e's Seq as its order.
+func TupleOf(e *Entry) Tuple {
+	return Tuple{Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort, Seq: e.Seq}
 }
 
 // Tuple is a connected socket's 4-tuple, as the 4-tuple hash saw it.
