@@ -17,15 +17,8 @@ import (
 // reader's time than the table's lookups. BenchmarkReceive reports the
 // allocations.
 func parseControl(oob []byte, v6 bool) control {
-	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
 	var c control
-	for len(oob) >= hdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			break
-		}
-		d := oob[hdr:l]
+	for h, d, rest, ok := nextCmsg(oob); ok; h, d, rest, ok = nextCmsg(rest) {
 		switch {
 		case h.Level == syscall.SOL_SOCKET && h.Type == syscall.SO_RXQ_OVFL && len(d) >= 4:
 			c.drops, c.hasDrop = binary.NativeEndian.Uint32(d), true
@@ -38,9 +31,23 @@ func parseControl(oob []byte, v6 bool) control {
 			// ipi6_ifindex is a C int; package syscall spells it uint32.
 			c.dst, c.ifindex, c.ok = netip.AddrFrom16(pi.Addr), int(int32(pi.Ifindex)), true
 		}
-		oob = oob[min(cmsgAlign(l), len(oob)):]
 	}
 	return c
+}
+
+// nextCmsg returns the first control message of oob: its header, its
+// data and what follows it; ok is false when oob holds no whole message.
+func nextCmsg(oob []byte) (h *syscall.Cmsghdr, data, rest []byte, ok bool) {
+	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
+	if len(oob) < hdr {
+		return nil, nil, nil, false
+	}
+	h = (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	l := int(h.Len)
+	if l < hdr || l > len(oob) {
+		return nil, nil, nil, false
+	}
+	return h, oob[hdr:l], oob[min(cmsgAlign(l), len(oob)):], true
 }
 
 func cmsgAlign(n int) int {

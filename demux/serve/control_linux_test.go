@@ -122,20 +122,12 @@ func FuzzParseControl(f *testing.F) {
 	})
 }
 
-// hasPathMTU reports whether oob holds an IPV6_PATHMTU message, walking
-// the headers as parseControl does.
+// hasPathMTU reports whether oob holds an IPV6_PATHMTU message.
 func hasPathMTU(oob []byte) bool {
-	const hdr = int(unsafe.Sizeof(syscall.Cmsghdr{}))
-	for len(oob) >= hdr {
-		h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < hdr || l > len(oob) {
-			return false
-		}
+	for h, _, rest, ok := nextCmsg(oob); ok; h, _, rest, ok = nextCmsg(rest) {
 		if h.Level == syscall.IPPROTO_IPV6 && h.Type == ipv6PathMTU {
 			return true
 		}
-		oob = oob[min(cmsgAlign(l), len(oob)):]
 	}
 	return false
 }
