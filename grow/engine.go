@@ -55,7 +55,9 @@ type heads struct {
 // few busy ports pays for a few pages only.
 type portSlot struct {
 	// list chains every entry on the port through N1, newest first; its
-	// Seq counts moves of entries between indexes.
+	// Seq counts moves of entries between indexes. It is marked while
+	// two entries of the port share a 4-tuple (Port.shared4), so that a
+	// scan may stop at a 4-tuple match while it is not.
 	list sock.Chain
 	// peers filters the sources of datagrams that may have a socket of
 	// the port in the 4-tuple index; nil until the first one enters it.
@@ -72,6 +74,10 @@ type Port struct {
 	cc     summary                  // guarded by mu; kept while summed
 	summed bool                     // guarded by mu: see count
 	groups map[groupKey]*sock.Group // guarded by mu
+	// shared4 counts the keys of conns on the port that hold more than
+	// one entry; guarded by mu. The port's chain is marked while it is
+	// not 0 (see shared4.go).
+	shared4 int
 }
 
 // Engine is the growing storage. Its methods that take a *Port expect it

@@ -13,12 +13,33 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
 	if pr == nil {
 		return nil, lookup.Primary
 	}
-	if pr.list.Len() <= g.threshold {
-		b := lookup.NewBest()
-		b.ScanPrimary(pr.list.First(), q)
-		return g.finish(pr, b.E, q), lookup.Primary
+	// The sequence count is read before the mark: see scan.
+	seq := pr.list.Seq.Peek()
+	if n, shared := pr.list.LenMarked(); n <= g.threshold {
+		return g.finish(pr, g.scan(pr, q, seq, shared), q), lookup.Primary
 	}
 	return g.finish(pr, g.indexed(pr, q, hash2.Hash64(g.seed, q.Dst)), q), lookup.Secondary
+}
+
+// scan scans pr's chain for q. A 4-tuple match ends the scan, so that
+// the entries after it (a connected client's port often holds another)
+// stay unread, unless the chain's mark (shared, read after seq, the
+// port's sequence count) says that two entries of the port share a
+// 4-tuple, or a move was under way. A move that marks the chain does so
+// inside the sequence count, before it publishes the entry that shares
+// the 4-tuple; so a scan that read no mark and stopped at such an entry
+// sees the count changed, and scans the whole chain again.
+func (g *Engine) scan(pr *portSlot, q *lookup.Query, seq uint32, shared bool) *sock.Face {
+	b := lookup.NewBest()
+	if shared || seq&1 != 0 {
+		b.ScanPrimary(pr.list.First(), q)
+		return b.E
+	}
+	if b.ScanPrimaryTo4(pr.list.First(), q) && pr.list.Seq.Changed(seq) {
+		b = lookup.NewBest()
+		b.ScanPrimary(pr.list.First(), q)
+	}
+	return b.E
 }
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and

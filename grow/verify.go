@@ -12,7 +12,7 @@ import (
 // member of exactly one class, under its own key, in the index its state
 // calls for; classes are newest first and their heads are in the index;
 // no index holds an entry that is on no port; the port's peer filter,
-// summary and groups match its entries. Call it when no write is in
+// summary, groups and count of shared 4-tuples match its entries. Call it when no write is in
 // flight. It returns the entries on the ports' chains.
 func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	onPort := map[*sock.Entry]bool{}
@@ -26,6 +26,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		var want summary
 		var peers [peerBits]int32
 		groups := map[groupKey][]*sock.Entry{}
+		tuples := map[connKey]int{}
 		n := 0
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 			e := sock.OfPrimary(x)
@@ -42,6 +43,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 			if inConns(e) {
 				peers[g.peerBit(e.Remote, e.RemotePort)]++
+				tuples[connKey{local: e.Key(), remote: e.Remote, lport: e.Port, rport: e.RemotePort}]++
 			}
 			want.add(e, 1)
 			if e.Group != nil {
@@ -60,6 +62,15 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
 		}
 		g.verifyPeers(p, pr.s.peers.Load(), &peers, bad)
+		shared := 0
+		for _, k := range tuples {
+			if k > 1 {
+				shared++
+			}
+		}
+		if _, marked := pr.s.list.LenMarked(); shared != pr.shared4 || marked != (shared > 0) {
+			bad("port %d: %d shared 4-tuples, counted %d, chain marked %v", p, shared, pr.shared4, marked)
+		}
 		if !pr.summed {
 			want = summary{}
 		}

@@ -65,9 +65,14 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	// Its peer is in the filter before it is published: a lookup that
 	// skips the 4-tuple table must not miss it there.
 	if inConns(e) {
+		// A connected entry may share a 4-tuple, which marks the chain:
+		// the mark is set and e published inside the sequence count,
+		// as in Replace (see Engine.scan).
+		pr.s.list.Seq.Begin()
+		defer pr.s.list.Seq.End()
 		g.addPeer(pr, e)
 	}
-	g.insert(e)
+	g.insert4(pr, e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
 	g.occ.Add(e)
@@ -100,12 +105,13 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	if inConns(e) {
 		g.addPeer(pr, e) // before publication, as in Link
 	}
-	g.insert(e)
+	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
-	g.remove(old)
+	unshared := g.remove4(old)
 	if inConns(old) {
 		g.dropPeer(pr, old)
 	}
+	g.unshare(pr, unshared)
 	pr.s.list.Seq.End()
 	if old.Group != nil {
 		g.leave(pr, old)
@@ -118,8 +124,9 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 
 // Unlink removes e: a close.
 func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
-	g.remove(e)
+	unshared := g.remove4(e)
 	pr.s.list.Remove(&e.N1)
+	g.unshare(pr, unshared)
 	if e.Group != nil {
 		g.leave(pr, e)
 	}
@@ -205,30 +212,32 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 // index under the wildcard, where its score checks the peer.
 func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
 
-// update runs f on e's key in its index (conns if inConns, else addrs).
-func (g *Engine) update(e *sock.Entry, f func(heads) heads) {
+// update runs f on e's key in its index (conns if inConns, else addrs),
+// and reports whether the key held more than one entry before and after.
+func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
 	kh := g.hashAddr(key)
+	apply := func(old heads, _ bool) (heads, bool) {
+		before = old.many()
+		hd := f(old)
+		after = hd.many()
+		return hd, hd.first != nil
+	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
-		h := g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort)
-		g.conns.Update(h, k, func(old heads, _ bool) (heads, bool) {
-			hd := f(old)
-			return hd, hd.first != nil
-		})
-		return
+		g.conns.Update(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort), k, apply)
+	} else {
+		g.addrs.Update(g.addrHash(kh, e.Port), addrKey{key, e.Port}, apply)
 	}
-	g.addrs.Update(g.addrHash(kh, e.Port), addrKey{key, e.Port}, func(old heads, _ bool) (heads, bool) {
-		hd := f(old)
-		return hd, hd.first != nil
-	})
+	return before, after
 }
 
 // insert links e into its class, keeping the class newest first (by Seq:
-// for the 4-tuple table, the order of first connects). The caller holds
-// the port lock, which guards every class chain of the port.
-func (g *Engine) insert(e *sock.Entry) {
-	g.update(e, func(hd heads) heads {
+// for the 4-tuple table, the order of first connects), and reports
+// whether e's key held more than one entry before and after. The caller
+// holds the port lock, which guards every class chain of the port.
+func (g *Engine) insert(e *sock.Entry) (before, after bool) {
+	return g.update(e, func(hd heads) heads {
 		for i := range hd.len() {
 			x := hd.at(i)
 			if !sameClass(x, e) {
@@ -263,9 +272,11 @@ func (g *Engine) insert(e *sock.Entry) {
 	})
 }
 
-// remove unlinks e from its class. e keeps its next link, so that a
-// lookup standing on it carries on.
-func (g *Engine) remove(e *sock.Entry) {
+// remove unlinks e from its class, and reports whether e's key held more
+// than one entry before and after; if e was not the head of its class,
+// the index is left as it is and not read, and both are true. e keeps its
+// next link, so that a lookup standing on it carries on.
+func (g *Engine) remove(e *sock.Entry) (before, after bool) {
 	if p := e.N2.Prev; p != nil {
 		// Not a head: the index does not change.
 		nx := e.N2.Next.Load()
@@ -274,9 +285,9 @@ func (g *Engine) remove(e *sock.Entry) {
 			nx.Prev = p
 		}
 		e.N2.Prev = nil
-		return
+		return true, true
 	}
-	g.update(e, func(hd heads) heads {
+	return g.update(e, func(hd heads) heads {
 		for i := range hd.len() {
 			if hd.at(i) != e {
 				continue

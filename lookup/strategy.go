@@ -61,6 +61,20 @@ func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
 	}
 }
 
+// ScanPrimaryTo4 offers the entries of the primary chain from n until one
+// matches q's 4-tuple as a Hash4 entry (Linux's 4-tuple hash would find
+// it), and reports whether it stopped there. Only another Hash4 entry of
+// the same 4-tuple could beat that one: the caller must know that the
+// chain holds none, or scan again.
+func (b *Best) ScanPrimaryTo4(n *sock.Node, q *Query) (stopped bool) {
+	for ; n != nil; n = n.Next.Load() {
+		if b.Offer(&sock.OfPrimary(n).Face, q); b.Score == hash4Score {
+			return true
+		}
+	}
+	return false
+}
+
 // scanSecondary offers the entries of the secondary chain from n that may
 // match q. A secondary chain also holds entries of other addresses whose
 // hash collides; they are passed over on their V6 alone: a candidate's V6

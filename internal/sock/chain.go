@@ -9,7 +9,9 @@ import "sync/atomic"
 // A node is only ever linked into the chain it was made for; a socket that
 // moves gets new nodes, so readers never wander into another chain.
 type Chain struct {
-	head  atomic.Pointer[Node]
+	head atomic.Pointer[Node]
+	// count is the number of nodes, with markBit beside it: one load
+	// gives a lookup both.
 	count atomic.Int32
 	// Seq counts moves between secondary chains (primary chains do not
 	// use it). It fills what would be padding: a chain is 16 bytes.
@@ -19,8 +21,28 @@ type Chain struct {
 // First returns the first node, or nil.
 func (c *Chain) First() *Node { return c.head.Load() }
 
+// markBit is the mark's bit in count, far above any length.
+const markBit = 1 << 30
+
 // Len returns the number of nodes.
-func (c *Chain) Len() int { return int(c.count.Load()) }
+func (c *Chain) Len() int { return int(c.count.Load() &^ markBit) }
+
+// LenMarked returns the number of nodes and the mark, read together.
+func (c *Chain) LenMarked() (n int, marked bool) {
+	x := c.count.Load()
+	return int(x &^ markBit), x&markBit != 0
+}
+
+// SetMark sets or clears the mark: one bit that the chain's owner gives a
+// meaning to, and lookups read with the length. The caller holds the
+// chain's lock.
+func (c *Chain) SetMark(on bool) {
+	if on {
+		c.count.Or(markBit)
+	} else {
+		c.count.And(^markBit)
+	}
+}
 
 // PushFront links n at the head. The caller holds the chain's lock.
 func (c *Chain) PushFront(n *Node) {

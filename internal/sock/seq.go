@@ -30,5 +30,9 @@ func (s *SeqCount) Read() uint32 {
 // wait forever on a count a writer left odd.
 func (s *SeqCount) Moving() bool { return s.v.Load()&1 != 0 }
 
-// Changed reports whether the count differs from v, a value Read returned.
+// Peek returns the count without waiting: odd while a move is under way.
+func (s *SeqCount) Peek() uint32 { return s.v.Load() }
+
+// Changed reports whether the count differs from v, a value Read or Peek
+// returned.
 func (s *SeqCount) Changed(v uint32) bool { return s.v.Load() != v }
