@@ -1,7 +1,7 @@
 // Package rhash is a hash index that grows and shrinks with what it holds
 // while lookups run. Lookups take no lock, never wait and never miss a key
-// that is present throughout; writers lock one slot (two while a shrink
-// merges a pair). It is an implementation package of udpdemux, with no
+// that is present throughout; writers lock the line of seven slots that
+// holds theirs (two lines while a shrink merges a pair across them). It is an implementation package of udpdemux, with no
 // compatibility promise.
 //
 // # How it resizes without stopping readers
@@ -60,8 +60,11 @@ type node[K comparable, V any] struct {
 type table[K comparable, V any] struct {
 	lines []line[K, V] // slot i is lines[i/7].slots[i%7]
 	n     int          // slots
-	locks []sync.Mutex // locks[i] guards writes to slot i
-	shift uint8        // slot of hash h: h >> shift
+	// locks[l] guards writes to the slots of lines[l] and their tags: a
+	// lock a line, not a slot, since a mutex is as large as a slot and
+	// writers of one line are rare enough to share it.
+	locks []sync.Mutex
+	shift uint8 // slot of hash h: h >> shift
 	// next is the table being filled from this one; set before the first
 	// slot is forwarded, then never changed.
 	next atomic.Pointer[table[K, V]]
@@ -70,7 +73,7 @@ type table[K comparable, V any] struct {
 // line is seven slots and their tags, a cache line: a lookup reads a
 // slot's tags and its chain head with one miss. The tags of slot 7l+j are
 // byte j of tags; a writer of the slot changes only that byte, under the
-// slot's lock.
+// line's lock.
 type line[K comparable, V any] struct {
 	tags  atomic.Uint64
 	slots [7]atomic.Pointer[node[K, V]]
@@ -78,6 +81,9 @@ type line[K comparable, V any] struct {
 
 // slot returns slot i.
 func (t *table[K, V]) slot(i uint64) *atomic.Pointer[node[K, V]] { return &t.lines[i/7].slots[i%7] }
+
+// lock returns the lock of slot i's line.
+func (t *table[K, V]) lock(i uint64) *sync.Mutex { return &t.locks[i/7] }
 
 func newTable[K comparable, V any](n int) *table[K, V] {
 	shift := uint8(64)
@@ -87,7 +93,7 @@ func newTable[K comparable, V any](n int) *table[K, V] {
 	return &table[K, V]{
 		lines: make([]line[K, V], (n+6)/7),
 		n:     n,
-		locks: make([]sync.Mutex, n),
+		locks: make([]sync.Mutex, (n+6)/7),
 		shift: shift,
 	}
 }
@@ -104,7 +110,7 @@ func (t *table[K, V]) tagsAt(i uint64) uint64 {
 
 // setTags makes slot i's tag byte b: first the union of old and new, then
 // b, so that no moment shows fewer bits than either. The caller holds
-// locks[i].
+// slot i's lock.
 func (t *table[K, V]) setTags(i uint64, b uint64) {
 	sh := 8 * (i % 7)
 	w := &t.lines[i/7].tags
@@ -199,10 +205,10 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 	t := m.tab.Load()
 	for {
 		i := h >> t.shift
-		t.locks[i].Lock()
+		t.lock(i).Lock()
 		head := t.slot(i).Load()
 		if head == m.moved {
-			t.locks[i].Unlock()
+			t.lock(i).Unlock()
 			t = t.next.Load()
 			continue
 		}
@@ -231,7 +237,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 			t.slot(i).Store(&node[K, V]{key: k, hash: h, val: v, next: head})
 			m.count.Add(1)
 		}
-		t.locks[i].Unlock()
+		t.lock(i).Unlock()
 		m.maybeResize()
 		return
 	}
@@ -286,7 +292,7 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 	nt := newTable[K, V](2 * t.n)
 	t.next.Store(nt)
 	for i := range uint64(t.n) {
-		t.locks[i].Lock()
+		t.lock(i).Lock()
 		var lo, hi *node[K, V]
 		for n := t.slot(i).Load(); n != nil; n = n.next {
 			c := &node[K, V]{key: n.key, hash: n.hash, val: n.val}
@@ -305,7 +311,7 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 		// tags never had.
 		t.setTags(i, 0xff)
 		t.slot(i).Store(m.moved)
-		t.locks[i].Unlock()
+		t.lock(i).Unlock()
 	}
 	m.tab.Store(nt)
 }
@@ -316,8 +322,13 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 	t.next.Store(nt)
 	for j := range uint64(nt.n) {
 		a, b := 2*j, 2*j+1
-		t.locks[a].Lock()
-		t.locks[b].Lock()
+		// a and b share a line unless b starts the next one; the lower
+		// line's lock comes first.
+		la, lb := t.lock(a), t.lock(b)
+		la.Lock()
+		if lb != la {
+			lb.Lock()
+		}
 		var merged *node[K, V]
 		for _, s := range []uint64{a, b} {
 			for n := t.slot(s).Load(); n != nil; n = n.next {
@@ -330,8 +341,10 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 		t.setTags(b, 0xff)
 		t.slot(a).Store(m.moved)
 		t.slot(b).Store(m.moved)
-		t.locks[b].Unlock()
-		t.locks[a].Unlock()
+		if lb != la {
+			lb.Unlock()
+		}
+		la.Unlock()
 	}
 	m.tab.Store(nt)
 }

@@ -260,3 +260,62 @@ func itoa(n int) string {
 		}
 	}
 }
+
+// TestWritesDuringShrink: one writer grows a small map and shrinks it
+// back again and again, while two others keep two keys each, few enough
+// for the map to shrink, each written and then read back. A shrink
+// merges slot pairs that may lie in two lines, whose locks it must both
+// hold: a write to the second slot of a pair while it is merged would be
+// lost (the merge has read the slot's old chain) or would land in a slot
+// already forwarded.
+func TestWritesDuringShrink(t *testing.T) {
+	m := New[int, int]()
+	var done atomic.Bool
+	var lost, writes atomic.Int64
+	last := [2]atomic.Int64{}
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := (w + 1) << 20
+			for v := 1; !done.Load(); v++ {
+				for k := base; k < base+2; k++ {
+					put(m, k, v)
+					if got, ok := get(m, k); !ok || got != v {
+						lost.Add(1)
+					}
+					writes.Add(1)
+				}
+				last[w].Store(int64(v))
+			}
+		}()
+	}
+	rounds := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
+		// 8 → 64 slots and back (below 8 keys): every size's table
+		// has pairs that straddle two lines.
+		for k := range 60 {
+			put(m, k, k)
+		}
+		for k := range 60 {
+			del(m, k)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	t.Logf("%d rounds of grows and shrinks, %d writes beside them", rounds, writes.Load())
+	assert.Zero(t, lost.Load(), "writes lost")
+	assert.Positive(t, writes.Load())
+	for k := range 60 {
+		_, ok := get(m, k)
+		assert.False(t, ok, "deleted key %d found", k)
+	}
+	for w := range 2 {
+		for k := (w + 1) << 20; k < (w+1)<<20+2; k++ {
+			v, ok := get(m, k)
+			assert.True(t, ok && int64(v) == last[w].Load(), "key %d: %d, %v; last written %d", k, v, ok, last[w].Load())
+		}
+	}
+	assert.Equal(t, 4, m.Len())
+}
