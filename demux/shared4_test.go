@@ -105,6 +105,15 @@ func TestSharedTupleRace(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, m.Connect(ap(peer), ad("10.0.0.1")))
 			require.NoError(t, w.Connect(ap(peer), ad("10.0.0.1")))
+			// Sockets on devices a lookup on interface 1 never
+			// matches, ahead of the mover on the chain: a scan reads
+			// them between the mark and the mover, which widens the
+			// window in which the mover can join behind its back.
+			// With them the port holds the hybrid threshold's 10.
+			for i := range 8 {
+				_, err := tab.Bind(demux.Options{Addr: ad("10.0.0.1"), Port: 5300, ReuseAddr: true, Device: 100 + i}, "filler")
+				require.NoError(t, err)
+			}
 
 			var moves, lookups, bad atomic.Int64
 			var moveErr atomic.Value
