@@ -26,34 +26,34 @@ func TestSharedTuple(t *testing.T) {
 	connect := func(e env, s *demux.Socket[string], to string) {
 		require.NoError(e.t, s.Connect(ap(to), ad("10.0.0.1")))
 	}
+	// both connects a, then b, to peer: b's first connect is the later.
+	both := func(e env) {
+		connect(e, e.a, peer)
+		connect(e, e.b, peer)
+	}
 	cases := []struct {
 		name string
 		run  func(e env) // a and b are bound, b first
 		want string      // receiver of peer → local after run
 	}{
 		{"the later first connect wins", func(e env) {
-			connect(e, e.a, peer)
-			connect(e, e.b, peer)
+			both(e)
 		}, "B"},
 		{"the earlier first connect loses after a reconnect", func(e env) {
-			connect(e, e.a, peer)
-			connect(e, e.b, peer)
+			both(e)
 			connect(e, e.a, other)
 			connect(e, e.a, peer)
 		}, "B"},
 		{"the winner's close leaves the other", func(e env) {
-			connect(e, e.a, peer)
-			connect(e, e.b, peer)
+			both(e)
 			require.NoError(e.t, e.b.Close())
 		}, "A"},
 		{"the loser's close leaves the winner", func(e env) {
-			connect(e, e.a, peer)
-			connect(e, e.b, peer)
+			both(e)
 			require.NoError(e.t, e.a.Close())
 		}, "B"},
 		{"the winner's disconnect leaves the other", func(e env) {
-			connect(e, e.a, peer)
-			connect(e, e.b, peer)
+			both(e)
 			require.NoError(e.t, e.b.Disconnect())
 		}, "A"},
 		{"a move to another peer unshares", func(e env) {
