@@ -12,8 +12,9 @@ import (
 // member of exactly one class, under its own key, in the index its state
 // calls for; classes are newest first and their heads are in the index;
 // no index holds an entry that is on no port; the port's peer filter,
-// summary, groups and count of shared 4-tuples match its entries. Call it when no write is in
-// flight. It returns the entries on the ports' chains.
+// summary, groups and count of shared 4-tuples (with its chain's mark)
+// match its entries. Call it when no write is in flight. It returns the
+// entries on the ports' chains.
 func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	onPort := map[*sock.Entry]bool{}
 	g.ports.All(func(p uint16, pr *Port) bool {

@@ -13,8 +13,10 @@ type Chain struct {
 	// count is the number of nodes, with markBit beside it: one load
 	// gives a lookup both.
 	count atomic.Int32
-	// Seq counts moves between secondary chains (primary chains do not
-	// use it). It fills what would be padding: a chain is 16 bytes.
+	// Seq counts moves between secondary chains (a growing table's port
+	// chain counts moves between its indexes; a fixed table's primary
+	// chain does not use it). It fills what would be padding: a chain is
+	// 16 bytes.
 	Seq SeqCount
 }
 
