@@ -26,7 +26,8 @@ type engine[P locked] interface {
 	// Ephemeral chooses e's port, sets e.Port and returns the port
 	// locked, or the zero P if no port of the range is free for e.
 	Ephemeral(e *sock.Entry) P
-	// Link publishes the new entry e, which joins its SO_REUSEPORT group.
+	// Link publishes the new entry e of a bind, unconnected, which joins
+	// its SO_REUSEPORT group.
 	Link(P, *sock.Entry)
 	// GroupOf returns the group the unconnected ReusePort entry e
 	// belongs in, a new one if there is none.

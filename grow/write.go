@@ -56,23 +56,16 @@ func (g *Engine) count(pr *Port, e *sock.Entry, d int) {
 	}
 }
 
-// Link publishes a new entry e on pr's port.
+// Link publishes a new entry e on pr's port. e is a bind's, unconnected:
+// a connected entry is only ever published by Replace, which puts its
+// peer in the port's filter and marks a shared 4-tuple inside the port's
+// sequence count.
 func (g *Engine) Link(pr *Port, e *sock.Entry) {
-	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+	if e.Has(sock.ReusePort) {
 		e.Group = g.GroupOf(pr, e)
 		e.Group.Add(e)
 	}
-	// Its peer is in the filter before it is published: a lookup that
-	// skips the 4-tuple table must not miss it there.
-	if inConns(e) {
-		// A connected entry may share a 4-tuple, which marks the chain:
-		// the mark is set and e published inside the sequence count,
-		// as in Replace (see Engine.scan).
-		pr.s.list.Seq.Begin()
-		defer pr.s.list.Seq.End()
-		g.addPeer(pr, e)
-	}
-	g.insert4(pr, e)
+	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
 	g.occ.Add(e)
@@ -103,7 +96,9 @@ func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
 func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	pr.s.list.Seq.Begin()
 	if inConns(e) {
-		g.addPeer(pr, e) // before publication, as in Link
+		// Its peer is in the filter before it is published: a lookup
+		// that skips the 4-tuple table must not miss it there.
+		g.addPeer(pr, e)
 	}
 	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
