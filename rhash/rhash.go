@@ -48,9 +48,9 @@ import (
 // minSlots is the smallest table; a map never shrinks below it.
 const minSlots = 8
 
-// node is one key of a chain. Nodes are immutable once published.
+// node is one key of a chain. Nodes are immutable once published. The
+// key is not in the node: the value holds it (see New).
 type node[K comparable, V any] struct {
-	key  K
 	hash uint64
 	next *node[K, V]
 	val  V
@@ -133,11 +133,16 @@ type Map[K comparable, V any] struct {
 	moved    *node[K, V] // the forwarding marker of this map
 	count    atomic.Int64
 	resizing sync.Mutex // held by the one writer that resizes
+	key      func(*V) K // the key a value is stored under
 }
 
-// New returns an empty map.
-func New[K comparable, V any]() *Map[K, V] {
-	m := &Map[K, V]{moved: new(node[K, V])}
+// New returns an empty map of values that hold their keys: key returns
+// the key of a value. A node then holds its value, its hash and its link,
+// not a second copy of the key: udpdemux's index values already name their
+// key, and a copy would take their nodes past 128 bytes, a size class
+// whose objects each fill two whole cache lines.
+func New[K comparable, V any](key func(*V) K) *Map[K, V] {
+	m := &Map[K, V]{moved: new(node[K, V]), key: key}
 	m.tab.Store(newTable[K, V](minSlots))
 	return m
 }
@@ -165,7 +170,10 @@ func (m *Map[K, V]) Ref(h uint64, k K) *V { return m.Chain(h).Find(h, k) }
 
 // Chain is the chain of one slot as a reader found it: immutable, so it
 // stays consistent however the map changes after.
-type Chain[K comparable, V any] struct{ n *node[K, V] }
+type Chain[K comparable, V any] struct {
+	n   *node[K, V]
+	key func(*V) K
+}
 
 // Chain returns the chain that holds the keys of hash h: the first half of
 // Ref, which loads the slot. A batch of lookups takes it for every key
@@ -180,7 +188,7 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 		}
 		n := l.slots[i%7].Load()
 		if n != m.moved {
-			return Chain[K, V]{n}
+			return Chain[K, V]{n, m.key}
 		}
 		t = t.next.Load()
 	}
@@ -190,7 +198,7 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 // nil; see Ref.
 func (c Chain[K, V]) Find(h uint64, k K) *V {
 	for n := c.n; n != nil; n = n.next {
-		if n.hash == h && n.key == k {
+		if n.hash == h && c.key(&n.val) == k {
 			return &n.val
 		}
 	}
@@ -199,8 +207,9 @@ func (c Chain[K, V]) Find(h uint64, k K) *V {
 
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false
-// deletes the key. f runs with the key's slot locked and must not call the
-// map. Update may then resize the map, which costs the caller O(keys).
+// deletes the key; a value kept must hold k. f runs with the key's slot
+// locked and must not call the map. Update may then resize the map, which
+// costs the caller O(keys).
 func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool)) {
 	t := m.tab.Load()
 	for {
@@ -214,7 +223,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 		}
 		var old *node[K, V]
 		for n := head; n != nil; n = n.next {
-			if n.hash == h && n.key == k {
+			if n.hash == h && m.key(&n.val) == k {
 				old = n
 				break
 			}
@@ -226,7 +235,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 		v, keep := f(cur, old != nil)
 		switch {
 		case old != nil && keep:
-			t.slot(i).Store(replace(head, old, &node[K, V]{key: k, hash: h, val: v}))
+			t.slot(i).Store(replace(head, old, &node[K, V]{hash: h, val: v}))
 		case old != nil:
 			rest := replace(head, old, nil)
 			t.slot(i).Store(rest)
@@ -234,7 +243,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 			m.count.Add(-1)
 		case keep:
 			t.setTags(i, t.tagsOf(head)|t.tag(h))
-			t.slot(i).Store(&node[K, V]{key: k, hash: h, val: v, next: head})
+			t.slot(i).Store(&node[K, V]{hash: h, val: v, next: head})
 			m.count.Add(1)
 		}
 		t.lock(i).Unlock()
@@ -254,10 +263,10 @@ func replace[K comparable, V any](head, old, n *node[K, V]) *node[K, V] {
 	if head == old {
 		return rest
 	}
-	first := &node[K, V]{key: head.key, hash: head.hash, val: head.val}
+	first := &node[K, V]{hash: head.hash, val: head.val}
 	last := first
 	for x := head.next; x != old; x = x.next {
-		c := &node[K, V]{key: x.key, hash: x.hash, val: x.val}
+		c := &node[K, V]{hash: x.hash, val: x.val}
 		last.next = c
 		last = c
 	}
@@ -295,7 +304,7 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 		t.lock(i).Lock()
 		var lo, hi *node[K, V]
 		for n := t.slot(i).Load(); n != nil; n = n.next {
-			c := &node[K, V]{key: n.key, hash: n.hash, val: n.val}
+			c := &node[K, V]{hash: n.hash, val: n.val}
 			if n.hash>>nt.shift&1 == 0 {
 				c.next, lo = lo, c
 			} else {
@@ -332,7 +341,7 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 		var merged *node[K, V]
 		for _, s := range []uint64{a, b} {
 			for n := t.slot(s).Load(); n != nil; n = n.next {
-				merged = &node[K, V]{key: n.key, hash: n.hash, val: n.val, next: merged}
+				merged = &node[K, V]{hash: n.hash, val: n.val, next: merged}
 			}
 		}
 		nt.setTags(j, nt.tagsOf(merged))
@@ -375,7 +384,7 @@ func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func
 		return m.walk(nt, j/2, shift, want, f)
 	}
 	for ; n != nil; n = n.next {
-		if n.hash>>shift == want && !f(n.key, n.val) {
+		if n.hash>>shift == want && !f(m.key(&n.val), n.val) {
 			return false
 		}
 	}

@@ -20,19 +20,34 @@ func hashOf(k int) uint64 {
 	return x ^ x>>31
 }
 
-func put(m *Map[int, int], k, v int) {
-	m.Update(hashOf(k), k, func(int, bool) (int, bool) { return v, true })
+// kv is the tests' value: a value that holds its key, as New requires.
+type kv struct{ k, v int }
+
+func newMap() *Map[int, kv] { return New[int, kv](func(x *kv) int { return x.k }) }
+
+// set is Update with hash h, setting k's value to v.
+func set(m *Map[int, kv], h uint64, k, v int) {
+	m.Update(h, k, func(kv, bool) (kv, bool) { return kv{k, v}, true })
 }
 
-func del(m *Map[int, int], k int) {
-	m.Update(hashOf(k), k, func(int, bool) (int, bool) { return 0, false })
+// unset is Update with hash h, deleting k.
+func unset(m *Map[int, kv], h uint64, k int) {
+	m.Update(h, k, func(kv, bool) (kv, bool) { return kv{}, false })
 }
 
-func get(m *Map[int, int], k int) (int, bool) { return m.Get(hashOf(k), k) }
+// lookup is Get with hash h, returning k's value.
+func lookup(m *Map[int, kv], h uint64, k int) (int, bool) {
+	x, ok := m.Get(h, k)
+	return x.v, ok
+}
+
+func put(m *Map[int, kv], k, v int)          { set(m, hashOf(k), k, v) }
+func del(m *Map[int, kv], k int)             { unset(m, hashOf(k), k) }
+func get(m *Map[int, kv], k int) (int, bool) { return lookup(m, hashOf(k), k) }
 
 // putThenDelete puts keys 0 to n-1, each as its own value, then deletes
 // them: a grow and a shrink, or several.
-func putThenDelete(m *Map[int, int], n int) {
+func putThenDelete(m *Map[int, kv], n int) {
 	for k := range n {
 		put(m, k, k)
 	}
@@ -42,7 +57,7 @@ func putThenDelete(m *Map[int, int], n int) {
 }
 
 func TestGrowShrink(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	for _, n := range []int{1, 100, 10000} {
 		for k := range n {
 			put(m, k, k*2)
@@ -58,7 +73,11 @@ func TestGrowShrink(t *testing.T) {
 		assert.False(t, ok)
 		assert.True(t, m.TagsExact())
 		seen := map[int]int{}
-		m.All(func(k, v int) bool { seen[k]++; return true })
+		m.All(func(k int, x kv) bool {
+			assert.Equal(t, k, x.k, "the key All gives is the value's")
+			seen[k]++
+			return true
+		})
 		assert.Len(t, seen, n)
 		for k := range n {
 			del(m, k)
@@ -72,25 +91,25 @@ func TestGrowShrink(t *testing.T) {
 // TestUpdateReplaces checks that the chain copy keeps the other keys of a
 // slot, whatever the position of the replaced or deleted key.
 func TestUpdateReplaces(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	// Keys with the same hash share a chain.
 	h := uint64(42)
 	for k := range 5 {
-		m.Update(h, k, func(int, bool) (int, bool) { return k, true })
+		set(m, h, k, k)
 	}
 	for _, k := range []int{0, 2, 4} {
-		m.Update(h, k, func(old int, ok bool) (int, bool) {
+		m.Update(h, k, func(old kv, ok bool) (kv, bool) {
 			require.True(t, ok)
-			return old + 100, true
+			return kv{k, old.v + 100}, true
 		})
 	}
-	m.Update(h, 3, func(int, bool) (int, bool) { return 0, false })
+	unset(m, h, 3)
 	for k, want := range map[int]int{0: 100, 1: 1, 2: 102, 4: 104} {
-		v, ok := m.Get(h, k)
+		v, ok := lookup(m, h, k)
 		require.True(t, ok, k)
 		assert.Equal(t, want, v, k)
 	}
-	_, ok := m.Get(h, 3)
+	_, ok := lookup(m, h, 3)
 	assert.False(t, ok)
 	assert.Equal(t, 4, m.Len())
 	assert.True(t, m.TagsExact())
@@ -100,22 +119,22 @@ func TestUpdateReplaces(t *testing.T) {
 // removed one by one; each removal clears exactly the bits no remaining
 // key needs, and a missing key of the slot is found absent either way.
 func TestTags(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	// Slot 0 of the 8-slot table, tag b in bits 58–60; keys 4–7 repeat
 	// the tags of 0–3.
 	const keys = 8
 	hash := func(k int) uint64 { return uint64(k%4) << 58 }
 	for k := range keys {
-		m.Update(hash(k), k, func(int, bool) (int, bool) { return k, true })
+		set(m, hash(k), k, k)
 	}
 	require.Equal(t, minSlots, m.Slots())
 	for k := range keys {
 		require.True(t, m.TagsExact(), "before deleting %d", k)
-		m.Update(hash(k), k, func(int, bool) (int, bool) { return 0, false })
-		_, ok := m.Get(hash(k), k)
+		unset(m, hash(k), k)
+		_, ok := lookup(m, hash(k), k)
 		require.False(t, ok, k)
 		for j := k + 1; j < keys; j++ {
-			v, ok := m.Get(hash(j), j)
+			v, ok := lookup(m, hash(j), j)
 			require.True(t, ok, "key %d after deleting %d", j, k)
 			require.Equal(t, j, v)
 		}
@@ -128,7 +147,7 @@ func TestTags(t *testing.T) {
 // never change, with their values, and never find a key deleted before the
 // read began.
 func TestResizeUnderReaders(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	const stable = 64
 	for k := range stable {
 		put(m, k, k+1)
@@ -173,7 +192,7 @@ func TestResizeUnderReaders(t *testing.T) {
 // found by every lookup that begins after they were added, also by one
 // that still reads the table being replaced.
 func TestAddedDuringResize(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	const base = 1 << 20 // the second writer's keys: base, base+1, …
 	var added atomic.Int64
 	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
@@ -237,7 +256,7 @@ func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop f
 
 func BenchmarkGet(b *testing.B) {
 	for _, n := range []int{16, 1 << 20} {
-		m := New[int, int]()
+		m := newMap()
 		for k := range n {
 			put(m, k, k)
 		}
@@ -276,7 +295,7 @@ func itoa(n int) string {
 // lost (the merge has read the slot's old chain) or would land in a slot
 // already forwarded.
 func TestWritesDuringShrink(t *testing.T) {
-	m := New[int, int]()
+	m := newMap()
 	var done atomic.Bool
 	var lost, writes atomic.Int64
 	var wg sync.WaitGroup
