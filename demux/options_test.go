@@ -27,3 +27,41 @@ func TestOptionsAddrPort(t *testing.T) {
 	assert.Equal(t, netip.MustParseAddrPort("0.0.0.0:99"), s.Options().AddrPort())
 	assert.Equal(t, netip.MustParseAddrPort("10.0.0.1:99"), s.LocalAddr())
 }
+
+// TestOptionsKept: Options gives back what Bind was given, with the port
+// it got, after the bind, a connect and a close, in both storages: the
+// handle keeps only the address and flags, and reads the rest (port,
+// owner, device) from the socket's current entry.
+func TestOptionsKept(t *testing.T) {
+	peer := netip.MustParseAddrPort("10.0.0.9:7")
+	cases := []struct {
+		name string
+		o    demux.Options
+	}{
+		{"wildcard, chosen port", demux.Options{Addr: netip.IPv4Unspecified()}},
+		{"reuseport with an owner", demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 53, ReusePort: true, Owner: 1000}},
+		{"reuseaddr on a device", demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 54, ReuseAddr: true, Device: 3}},
+		{"IPv6-only with an owner", demux.Options{Addr: netip.IPv6Unspecified(), Port: 55, V6Only: true, Owner: 7}},
+	}
+	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				tab, err := demux.New[int](cfg)
+				require.NoError(t, err)
+				s, err := tab.Bind(c.o, 1)
+				require.NoError(t, err)
+				want := c.o
+				want.Port = s.LocalAddr().Port()
+				require.NotZero(t, want.Port)
+				assert.Equal(t, want, s.Options(), "after bind")
+				if !c.o.V6Only {
+					// A wildcard socket takes the source routing chose.
+					require.NoError(t, s.Connect(peer, netip.MustParseAddr("10.0.0.1")))
+					assert.Equal(t, want, s.Options(), "after connect")
+				}
+				require.NoError(t, s.Close())
+				assert.Equal(t, want, s.Options(), "after close")
+			})
+		}
+	}
+}

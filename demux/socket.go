@@ -13,21 +13,22 @@ import (
 // table: it reports zero addresses and table operations on it fail with
 // EBADF.
 type Socket[V any] struct {
-	s    sock.Socket
-	val  V // next to s, which a lookup's entry points at
-	t    *Table[V]
-	opts bound // as bound, with the port chosen; immutable once bound
+	s sock.Socket
+	t *Table[V]
+	// opts is what the socket's entries do not keep of its bind. Its
+	// value, port, owner and device are its current entry's: a handle
+	// that kept them too took 96 bytes, where it now takes 80 (with a
+	// value of up to 8 bytes; a larger one is kept once, not twice).
+	opts bound
 }
 
-// bound is the Options a socket was bound with, packed: 40 bytes where
-// Options takes 48, which brings a handle with a value of up to 8 bytes
-// from 112 bytes to 96, a smaller size class.
+// bound is what a socket's entries do not keep of the Options it was
+// bound with: the address as given (a connect replaces a wildcard, and a
+// zone is kept only as a device), and the flags as Linux leaves them.
+// Immutable once the socket is bound.
 type bound struct {
-	addr   netip.Addr
-	port   uint16
-	flags  uint8 // optReuseAddr, optReusePort, optV6Only
-	owner  uint32
-	device int32 // Bind refuses devices past MaxInt32
+	addr  netip.Addr
+	flags uint8 // optReuseAddr, optReusePort, optV6Only
 }
 
 const (
@@ -37,7 +38,7 @@ const (
 )
 
 func boundOf(o Options) bound {
-	b := bound{addr: o.Addr, port: o.Port, owner: o.Owner, device: int32(o.Device)}
+	b := bound{addr: o.Addr}
 	if o.ReuseAddr {
 		b.flags |= optReuseAddr
 	}
@@ -50,9 +51,10 @@ func boundOf(o Options) bound {
 	return b
 }
 
-func (b bound) options() Options {
+// options returns the Options of a socket bound with b whose entry is e.
+func (b bound) options(e *sock.Entry) Options {
 	return Options{
-		Addr: b.addr, Port: b.port, Owner: b.owner, Device: int(b.device),
+		Addr: b.addr, Port: e.Port, Owner: e.Owner, Device: int(e.Device),
 		ReuseAddr: b.flags&optReuseAddr != 0,
 		ReusePort: b.flags&optReusePort != 0,
 		V6Only:    b.flags&optV6Only != 0,
@@ -60,18 +62,22 @@ func (b bound) options() Options {
 }
 
 // Value returns the value attached to the socket at Bind.
-func (s *Socket[V]) Value() V { return s.val }
+func (s *Socket[V]) Value() V {
+	if e := s.s.Cur.Load(); e != nil {
+		return s.t.value(&e.Ref)
+	}
+	return *new(V)
+}
 
 // Options returns the options the socket was bound with, with Port set to
 // the port it got, V6Only as Linux leaves it, and Device as it is now: a
 // link-local address's zone, or a connect to a link-local peer, binds the
 // device.
 func (s *Socket[V]) Options() Options {
-	o := s.opts.options()
 	if e := s.s.Cur.Load(); e != nil {
-		o.Device = int(e.Device)
+		return s.opts.options(e)
 	}
-	return o
+	return Options{}
 }
 
 // LocalAddr returns the local address and port. A socket bound to a

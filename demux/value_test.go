@@ -9,8 +9,8 @@ import (
 )
 
 // roundTrip binds a socket with value v in tables of both storages and
-// checks that Lookup, LookupMulticast and Value give v back, and that V's
-// values go where want says.
+// checks that Lookup, LookupMulticast and Value give v back (Value also
+// after a connect and a close), and that V's values go where want says.
 func roundTrip[V any](t *testing.T, v V, want valueRep, eq func(a, b V) bool) {
 	t.Helper()
 	require.Equal(t, want, repOf[V]())
@@ -32,6 +32,12 @@ func roundTrip[V any](t *testing.T, v V, want valueRep, eq func(a, b V) bool) {
 			return true
 		})
 		assert.Equal(t, 1, n)
+		// The handle keeps no value of its own: every entry of the socket
+		// carries it, the one a connect makes and the last after a close.
+		require.NoError(t, s.Connect(src, netip.MustParseAddr("10.0.0.1")))
+		assert.True(t, eq(v, s.Value()), "Value after a connect")
+		require.NoError(t, s.Close())
+		assert.True(t, eq(v, s.Value()), "Value after a close")
 	}
 }
 

@@ -26,12 +26,11 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if err != nil {
 		return nil, opError("bind", o, err)
 	}
-	s := &Socket[V]{t: t, val: v, opts: boundOf(o)}
+	s := &Socket[V]{t: t, opts: boundOf(o)}
 	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
-		s.opts.device = int32(l.Device)
 	}
 	if o.ReuseAddr {
 		e.Flags |= sock.ReuseAddr
@@ -67,11 +66,10 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	} else if h = w.e.Ephemeral(e); h == *new(P) {
 		return opError("bind", o, errNoPort)
 	}
-	s.opts.port = e.Port
 	// Port event 0→1, before publication; a veto leaves the table as is.
 	if err := t.occ.Claim(e.Port); err != nil {
 		w.e.Unlock(h)
-		return opError("bind", s.opts.options(), err)
+		return opError("bind", s.opts.options(e), err)
 	}
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
@@ -220,7 +218,7 @@ var errForeign = fmt.Errorf("socket of another table: %w", syscall.EBADF)
 // handle and s's current entry, or an EBADF error for op if s is closed
 // (the port locked all the same: the caller unlocks h in both cases).
 func (w *writes[V, P, E]) lockOpen(s *Socket[V], op string) (h P, cur *sock.Entry, err error) {
-	h = w.e.LockPort(s.opts.port)
+	h = w.e.LockPort(s.s.Cur.Load().Port) // every entry of s has its port
 	if s.s.Closed.Load() {
 		return h, nil, s.opError(op, syscall.EBADF)
 	}
