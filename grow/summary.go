@@ -254,6 +254,9 @@ func wildConflicts(n *sock.Entry, a attrs) bool {
 	return bind.Conflicts(n, &e)
 }
 
+// add counts e in s (d = 1) or uncounts it (d = -1). What it does depends
+// on attrsOf(e) alone: Replace relies on that to leave s alone when a
+// socket's new state has its old one's attributes.
 func (s *summary) add(e *sock.Entry, d int) {
 	a := attrsOf(e)
 	if !e.Has(sock.Is6 | sock.V6Only) {

@@ -111,8 +111,13 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	if old.Group != nil {
 		g.leave(pr, old)
 	}
-	g.count(pr, old, -1)
-	g.count(pr, e, 1)
+	// The summary counts e as it counted old unless the attributes that
+	// decide a conflict changed: most connects keep them (the local
+	// address stays), and spare the summary's two updates.
+	if !pr.summed || attrsOf(old) != attrsOf(e) {
+		g.count(pr, old, -1)
+		g.count(pr, e, 1)
+	}
 	g.occ.Remove(old)
 	g.occ.Add(e)
 }
