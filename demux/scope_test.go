@@ -147,7 +147,8 @@ func TestIPv6Multicast(t *testing.T) {
 	}
 }
 
-// TestLookupDoesNotAllocate, whatever the strategy and family.
+// TestLookupDoesNotAllocate, whatever the strategy and family, to
+// unconnected and connected sockets alike.
 func TestLookupDoesNotAllocate(t *testing.T) {
 	for _, cfg := range configs {
 		tab, err := demux.New[*int](cfg)
@@ -159,9 +160,26 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 			_, err = tab.Bind(demux.Options{Addr: addr6N(i), Port: 53}, v)
 			require.NoError(t, err)
 		}
+		peer := netip.MustParseAddrPort("192.0.2.9:9")
+		for i := range 40 {
+			s, err := tab.Bind(demux.Options{Addr: addrN(100), Port: 54, ReuseAddr: true}, v)
+			require.NoError(t, err)
+			require.NoError(t, s.Connect(netip.AddrPortFrom(peer.Addr(), uint16(9+i)), netip.Addr{}))
+		}
 		src := netip.MustParseAddrPort("192.0.2.1:1")
-		for _, dst := range []netip.AddrPort{netip.AddrPortFrom(addrN(7), 53), netip.AddrPortFrom(addr6N(7), 53), netip.MustParseAddrPort("10.9.9.9:53")} {
-			assert.Zero(t, testing.AllocsPerRun(100, func() { tab.Lookup(src, dst, 1) }), dst)
+		src6 := netip.MustParseAddrPort("[2001:db8:1::1]:1")
+		for _, d := range []struct {
+			src, dst netip.AddrPort
+			found    bool
+		}{
+			{src, netip.AddrPortFrom(addrN(7), 53), true},
+			{src6, netip.AddrPortFrom(addr6N(7), 53), true},
+			{src, netip.MustParseAddrPort("10.9.9.9:53"), false},
+			{peer, netip.AddrPortFrom(addrN(100), 54), true}, // a connected socket
+		} {
+			_, got := tab.Lookup(d.src, d.dst, 1)
+			require.Equal(t, d.found, got != nil, "%v to %v", d.src, d.dst)
+			assert.Zero(t, testing.AllocsPerRun(100, func() { tab.Lookup(d.src, d.dst, 1) }), d.dst)
 		}
 	}
 }

@@ -34,14 +34,29 @@ type connKey struct {
 	lport, rport  uint16
 }
 
-// addrKeyOf returns the key of addrs that hd is stored under: that of its
-// first head, whose Face hd copies.
+// addrIs reports whether hd is stored under k in addrs: whether k is its
+// first head's key, which hd's copy of the head's Face names. Field by
+// field, cheapest first: a comparison of whole keys costs a call of the
+// keys' generated equality, on every lookup.
+func addrIs(hd *heads, k addrKey) bool {
+	f := &hd.face
+	return f.Port == k.port && sock.KeyOf(f.Flags, f.V4, f.V6) == k.addr
+}
+
+// connIs reports whether hd is stored under k in conns.
+func connIs(hd *heads, k connKey) bool {
+	f := &hd.face
+	return f.Port == k.lport && f.RemotePort == k.rport && f.Remote == k.remote &&
+		sock.KeyOf(f.Flags, f.V4, f.V6) == k.local
+}
+
+// addrKeyOf and connKeyOf return the key hd is stored under, for Verify's
+// reports.
 func addrKeyOf(hd *heads) addrKey {
 	f := &hd.face
 	return addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port}
 }
 
-// connKeyOf returns the key of conns that hd is stored under.
 func connKeyOf(hd *heads) connKey {
 	f := &hd.face
 	return connKey{local: sock.KeyOf(f.Flags, f.V4, f.V6), remote: f.Remote, lport: f.Port, rport: f.RemotePort}
@@ -51,7 +66,7 @@ func connKeyOf(hd *heads) connKey {
 // apart, with a copy of its head's Face beside the pointer: a lookup
 // scores the copy, which shares the index node's memory, and so spares
 // the load of an entry that is often not in cache. The copy also names
-// the key (addrKeyOf, connKeyOf), so the node keeps none of its own: with
+// the key (addrIs, connIs), so the node keeps none of its own: with
 // its hash and link a node is 120 bytes, in the 128-byte size class,
 // whose objects fill two whole cache lines (with a key beside it, it was
 // 144 bytes, and 3 lines). The other classes, which few keys have, sit
@@ -121,9 +136,9 @@ type Engine struct {
 // occ is the occupancy index the engine keeps for bind(0).
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
 	g := &Engine{
-		ports:      rhash.New(func(pr **Port) uint16 { return (*pr).port }),
-		addrs:      rhash.New(addrKeyOf),
-		conns:      rhash.New(connKeyOf),
+		ports:      rhash.New(func(pr **Port, p uint16) bool { return (*pr).port == p }),
+		addrs:      rhash.New(addrIs),
+		conns:      rhash.New(connIs),
 		seed:       seeds[0],
 		mulP:       seeds[1] | 1,
 		mulA:       seeds[2] | 1,

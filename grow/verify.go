@@ -17,9 +17,10 @@ import (
 // entries on the ports' chains.
 func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	onPort := map[*sock.Entry]bool{}
-	g.ports.All(func(p uint16, pr *Port) bool {
-		if pr.port != p || pr.dead {
-			bad("port record %d: holds port %d, dead %v", p, pr.port, pr.dead)
+	g.ports.All(func(pr *Port) bool {
+		p := pr.port
+		if pr.dead {
+			bad("port record %d: dead", p)
 		}
 		if pr.s.list.Seq.Moving() {
 			bad("port %d: move in progress", p)
@@ -135,8 +136,8 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
-	g.addrs.All(func(k addrKey, hd heads) bool { check(fmt.Sprintf("address index %v", k), hd); return true })
-	g.conns.All(func(k connKey, hd heads) bool { check(fmt.Sprintf("4-tuple index %v", k), hd); return true })
+	g.addrs.All(func(hd heads) bool { check(fmt.Sprintf("address index %v", addrKeyOf(&hd)), hd); return true })
+	g.conns.All(func(hd heads) bool { check(fmt.Sprintf("4-tuple index %v", connKeyOf(&hd)), hd); return true })
 	return onPort
 }
 

@@ -49,15 +49,15 @@ import (
 const minSlots = 8
 
 // node is one key of a chain. Nodes are immutable once published. The
-// key is not in the node: the value holds it (see New).
-type node[K comparable, V any] struct {
+// key is not in the node: the value names it (see New).
+type node[K any, V any] struct {
 	hash uint64
 	next *node[K, V]
 	val  V
 }
 
 // table is one generation of slots.
-type table[K comparable, V any] struct {
+type table[K any, V any] struct {
 	lines []line[K, V] // slot i is lines[i/7].slots[i%7]
 	n     int          // slots
 	// locks[l] guards writes to the slots of lines[l] and their tags: a
@@ -74,7 +74,7 @@ type table[K comparable, V any] struct {
 // slot's tags and its chain head with one miss. The tags of slot 7l+j are
 // byte j of tags; a writer of the slot changes only that byte, under the
 // line's lock.
-type line[K comparable, V any] struct {
+type line[K any, V any] struct {
 	tags  atomic.Uint64
 	slots [7]atomic.Pointer[node[K, V]]
 }
@@ -85,7 +85,7 @@ func (t *table[K, V]) slot(i uint64) *atomic.Pointer[node[K, V]] { return &t.lin
 // lock returns the lock of slot i's line.
 func (t *table[K, V]) lock(i uint64) *sync.Mutex { return &t.locks[i/7] }
 
-func newTable[K comparable, V any](n int) *table[K, V] {
+func newTable[K any, V any](n int) *table[K, V] {
 	shift := uint8(64)
 	for m := n; m > 1; m >>= 1 {
 		shift--
@@ -128,21 +128,23 @@ func (t *table[K, V]) tagsOf(n *node[K, V]) uint64 {
 }
 
 // Map maps keys to values. The zero Map is not usable: call New.
-type Map[K comparable, V any] struct {
+type Map[K any, V any] struct {
 	tab      atomic.Pointer[table[K, V]]
 	moved    *node[K, V] // the forwarding marker of this map
 	count    atomic.Int64
-	resizing sync.Mutex // held by the one writer that resizes
-	key      func(*V) K // the key a value is stored under
+	resizing sync.Mutex       // held by the one writer that resizes
+	is       func(*V, K) bool // whether a value is stored under a key
 }
 
-// New returns an empty map of values that hold their keys: key returns
-// the key of a value. A node then holds its value, its hash and its link,
-// not a second copy of the key: udpdemux's index values already name their
-// key, and a copy would take their nodes past 128 bytes, a size class
-// whose objects each fill two whole cache lines.
-func New[K comparable, V any](key func(*V) K) *Map[K, V] {
-	m := &Map[K, V]{moved: new(node[K, V]), key: key}
+// New returns an empty map of values that name their keys: is reports
+// whether value v is stored under key k. A node then holds its value, its
+// hash and its link, not a second copy of the key: udpdemux's index values
+// already name their key, and a copy would take their nodes past 128
+// bytes, a size class whose objects each fill two whole cache lines. is
+// runs only on a value whose hash matched, and so nearly always on the
+// one sought: it should compare what tells keys apart, field by field.
+func New[K any, V any](is func(v *V, k K) bool) *Map[K, V] {
+	m := &Map[K, V]{moved: new(node[K, V]), is: is}
 	m.tab.Store(newTable[K, V](minSlots))
 	return m
 }
@@ -170,9 +172,9 @@ func (m *Map[K, V]) Ref(h uint64, k K) *V { return m.Chain(h).Find(h, k) }
 
 // Chain is the chain of one slot as a reader found it: immutable, so it
 // stays consistent however the map changes after.
-type Chain[K comparable, V any] struct {
-	n   *node[K, V]
-	key func(*V) K
+type Chain[K any, V any] struct {
+	n  *node[K, V]
+	is func(*V, K) bool
 }
 
 // Chain returns the chain that holds the keys of hash h: the first half of
@@ -188,7 +190,7 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 		}
 		n := l.slots[i%7].Load()
 		if n != m.moved {
-			return Chain[K, V]{n, m.key}
+			return Chain[K, V]{n, m.is}
 		}
 		t = t.next.Load()
 	}
@@ -198,7 +200,7 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 // nil; see Ref.
 func (c Chain[K, V]) Find(h uint64, k K) *V {
 	for n := c.n; n != nil; n = n.next {
-		if n.hash == h && c.key(&n.val) == k {
+		if n.hash == h && c.is(&n.val, k) {
 			return &n.val
 		}
 	}
@@ -223,7 +225,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 		}
 		var old *node[K, V]
 		for n := head; n != nil; n = n.next {
-			if n.hash == h && m.key(&n.val) == k {
+			if n.hash == h && m.is(&n.val, k) {
 				old = n
 				break
 			}
@@ -254,7 +256,7 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 
 // replace returns the chain from head with old replaced by n (removed if
 // n is nil), copying the nodes ahead of old and sharing those after it.
-func replace[K comparable, V any](head, old, n *node[K, V]) *node[K, V] {
+func replace[K any, V any](head, old, n *node[K, V]) *node[K, V] {
 	rest := old.next
 	if n != nil {
 		n.next = rest
@@ -358,10 +360,10 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 	m.tab.Store(nt)
 }
 
-// All calls f for every key and value, slot by slot, until f returns
-// false. A key that is present throughout is seen exactly once; one added
-// or removed meanwhile may or may not be.
-func (m *Map[K, V]) All(f func(K, V) bool) {
+// All calls f for every value, slot by slot, until f returns false. A key
+// that is present throughout is seen exactly once; one added or removed
+// meanwhile may or may not be.
+func (m *Map[K, V]) All(f func(V) bool) {
 	t := m.tab.Load()
 	for i := range t.n {
 		if !m.walk(t, i, t.shift, uint64(i), f) {
@@ -374,7 +376,7 @@ func (m *Map[K, V]) All(f func(K, V) bool) {
 // (the slot they had in the table All started from), following forwarded
 // slots into successors: after a grow a slot's keys are in two slots, after
 // a shrink in one slot shared with its sibling's keys.
-func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func(K, V) bool) bool {
+func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func(V) bool) bool {
 	n := t.slot(uint64(j)).Load()
 	if n == m.moved {
 		nt := t.next.Load()
@@ -384,7 +386,7 @@ func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func
 		return m.walk(nt, j/2, shift, want, f)
 	}
 	for ; n != nil; n = n.next {
-		if n.hash>>shift == want && !f(m.key(&n.val), n.val) {
+		if n.hash>>shift == want && !f(n.val) {
 			return false
 		}
 	}

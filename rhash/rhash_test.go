@@ -20,10 +20,10 @@ func hashOf(k int) uint64 {
 	return x ^ x>>31
 }
 
-// kv is the tests' value: a value that holds its key, as New requires.
+// kv is the tests' value: a value that names its key, as New requires.
 type kv struct{ k, v int }
 
-func newMap() *Map[int, kv] { return New[int, kv](func(x *kv) int { return x.k }) }
+func newMap() *Map[int, kv] { return New(func(x *kv, k int) bool { return x.k == k }) }
 
 // set is Update with hash h, setting k's value to v.
 func set(m *Map[int, kv], h uint64, k, v int) {
@@ -73,9 +73,9 @@ func TestGrowShrink(t *testing.T) {
 		assert.False(t, ok)
 		assert.True(t, m.TagsExact())
 		seen := map[int]int{}
-		m.All(func(k int, x kv) bool {
-			assert.Equal(t, k, x.k, "the key All gives is the value's")
-			seen[k]++
+		m.All(func(x kv) bool {
+			assert.Equal(t, 2*x.k, x.v)
+			seen[x.k]++
 			return true
 		})
 		assert.Len(t, seen, n)

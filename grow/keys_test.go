@@ -1,0 +1,52 @@
+package grow
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// TestKeyComparisons: addrIs and connIs, which the indexes call on a hash
+// match, accept a value's own key and refuse a key that differs from it
+// in any one part. The hash makes such a key rare in one chain, not
+// impossible, so each part must be compared.
+func TestKeyComparisons(t *testing.T) {
+	v4 := uint32(10<<24 | 1)
+	peer := sock.Map4(172<<24 | 16<<16 | 9)
+	faces := map[string]sock.Face{
+		"IPv4":              {Port: 53, Flags: sock.HasV4, V4: v4, V6: sock.Map4(v4)},
+		"IPv6":              {Port: 53, Flags: sock.Is6 | sock.HasV6 | sock.V6Only, V6: sock.Addr16{Hi: 0x20010db8 << 32, Lo: 1}},
+		"dual-stack ::":     {Port: 53, Flags: sock.Is6 | sock.HasV4 | sock.HasV6, V6: sock.Wild6},
+		"connected IPv4":    {Port: 53, Flags: sock.HasV4 | sock.Connected, V4: v4, V6: sock.Map4(v4), Remote: peer, RemotePort: 4000},
+		"connected mapped6": {Port: 53, Flags: sock.Is6 | sock.HasV4 | sock.Connected, V4: v4, V6: sock.Map4(v4), Remote: peer, RemotePort: 4000},
+	}
+	for name, f := range faces {
+		t.Run(name, func(t *testing.T) {
+			hd := heads{first: &sock.Entry{Face: f}, face: f}
+			a := addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port}
+			c := connKey{local: a.addr, remote: f.Remote, lport: f.Port, rport: f.RemotePort}
+			assert.Equal(t, a, addrKeyOf(&hd))
+			assert.Equal(t, c, connKeyOf(&hd))
+			assert.True(t, addrIs(&hd, a))
+			assert.True(t, connIs(&hd, c))
+
+			otherAddr := sock.Map4(v4 + 1)
+			for what, k := range map[string]addrKey{
+				"address": {otherAddr, a.port},
+				"port":    {a.addr, a.port + 1},
+			} {
+				assert.False(t, addrIs(&hd, k), "another %s", what)
+			}
+			for what, k := range map[string]connKey{
+				"local address":  {local: otherAddr, remote: c.remote, lport: c.lport, rport: c.rport},
+				"local port":     {local: c.local, remote: c.remote, lport: c.lport + 1, rport: c.rport},
+				"remote address": {local: c.local, remote: sock.Map4(1), lport: c.lport, rport: c.rport},
+				"remote port":    {local: c.local, remote: c.remote, lport: c.lport, rport: c.rport + 1},
+			} {
+				assert.False(t, connIs(&hd, k), "another %s", what)
+			}
+		})
+	}
+}
