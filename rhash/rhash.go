@@ -209,9 +209,9 @@ func (c Chain[K, V]) Find(h uint64, k K) *V {
 
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false
-// deletes the key; a value kept must hold k. f runs with the key's slot
-// locked and must not call the map. Update may then resize the map, which
-// costs the caller O(keys).
+// deletes the key; a value kept must name k (is must accept it). f runs
+// with the key's slot locked and must not call the map. Update may then
+// resize the map, which costs the caller O(keys).
 func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool)) {
 	t := m.tab.Load()
 	for {
