@@ -112,7 +112,7 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
-		rs [grow.BatchMax]*sock.Ref
+		rs [grow.BatchMax]sock.Ref
 	)
 	for done := 0; done < n; {
 		m := min(n-done, grow.BatchMax)
@@ -122,8 +122,8 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 		}
 		t.g.LookupBatch(qs[:m], ok[:m], rs[:m])
 		for i := range m {
-			if r := rs[i]; r != nil {
-				out[done+i] = handle[V](r.Sock)
+			if s := rs[i].Sock; s != nil {
+				out[done+i] = handle[V](s)
 			} else {
 				out[done+i] = nil
 			}

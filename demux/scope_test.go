@@ -166,6 +166,10 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.Connect(netip.AddrPortFrom(peer.Addr(), uint16(9+i)), netip.Addr{}))
 		}
+		for range 4 {
+			_, err := tab.Bind(demux.Options{Addr: addrN(101), Port: 55, ReusePort: true}, v)
+			require.NoError(t, err)
+		}
 		src := netip.MustParseAddrPort("192.0.2.1:1")
 		src6 := netip.MustParseAddrPort("[2001:db8:1::1]:1")
 		for _, d := range []struct {
@@ -176,6 +180,7 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 			{src6, netip.AddrPortFrom(addr6N(7), 53), true},
 			{src, netip.MustParseAddrPort("10.9.9.9:53"), false},
 			{peer, netip.AddrPortFrom(addrN(100), 54), true}, // a connected socket
+			{src, netip.AddrPortFrom(addrN(101), 55), true},  // a pick in a SO_REUSEPORT group
 		} {
 			_, got := tab.Lookup(d.src, d.dst, 1)
 			require.Equal(t, d.found, got != nil, "%v to %v", d.src, d.dst)

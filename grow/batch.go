@@ -10,9 +10,10 @@ import (
 // BatchMax is the most datagrams LookupBatch takes at once.
 const BatchMax = 64
 
-// LookupBatch stores in out[i] the Ref of the socket that receives qs[i] (nil for a
-// query that ok[i] marks undeliverable), as Lookup would, for up to
-// BatchMax datagrams.
+// LookupBatch stores in out[i] the Ref of the socket that receives qs[i],
+// as Lookup would, for up to BatchMax datagrams: the zero Ref if none does
+// or ok[i] marks the query undeliverable. The Refs are copies, so that
+// none points into qs, which may then stay on its caller's stack.
 //
 // It works in stages over the whole batch — every port record, then every
 // exact-address slot, then every chain in those slots, then every entry
@@ -22,7 +23,7 @@ const BatchMax = 64
 // port's sequence count before the first probe and check it after the
 // last, and a datagram whose port saw a move meanwhile is looked up again
 // alone.
-func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Ref) {
+func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 	n := min(len(qs), len(ok), len(out), BatchMax)
 	var (
 		prs     [BatchMax]*portSlot
@@ -34,7 +35,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Ref) {
 		bests   [BatchMax]lookup.Best
 	)
 	for i := range n {
-		out[i] = nil
+		out[i] = sock.Ref{}
 		if ok[i] {
 			prs[i] = g.port(qs[i].DstPort)
 		}
@@ -65,18 +66,22 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Ref) {
 	}
 	for i := range n {
 		pr, q := prs[i], &qs[i]
+		var r *sock.Ref
 		switch {
 		case pr == nil:
 		case !indexed[i]:
 			// A port small enough to scan: the single lookup.
-			out[i], _ = g.Lookup(q)
+			r, _ = g.Lookup(q)
 		default:
 			e := g.finishBatch(pr, q, khs[i], &bests[i])
 			if pr.list.Seq.Changed(seqs[i]) {
-				out[i], _ = g.Lookup(q)
+				r, _ = g.Lookup(q)
 			} else {
-				out[i] = g.finish(pr, e, q)
+				r = g.finish(pr, e, q)
 			}
+		}
+		if r != nil {
+			out[i] = *r
 		}
 	}
 }

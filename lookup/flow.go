@@ -39,7 +39,8 @@ func (q *Query) Flow(hash uint32) sock.Flow {
 
 // ReusePort returns what receives q when e wins: e's Ref, or, if e is
 // in an SO_REUSEPORT group of several members, the Ref of the member that
-// q's flow goes to (see Member).
+// q's flow goes to (see Member), which it copies into q: the result lives
+// as long as q and e.
 func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	if e == nil {
 		return nil
@@ -51,7 +52,8 @@ func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	if v.Len() < 2 {
 		return &e.Ref
 	}
-	return v.Ref(choose(e.Group, v, seed, q))
+	q.picked = v.Ref(choose(e.Group, v, seed, q))
+	return &q.picked
 }
 
 // Member returns the member of g that receives q: the one g's selector

@@ -16,6 +16,9 @@ type Query struct {
 	SrcPort uint16
 	DstPort uint16
 	Ifindex int32
+	// picked is the Ref of the SO_REUSEPORT member a lookup of q chose,
+	// copied out of its group's array (see ReusePort).
+	picked sock.Ref
 }
 
 // noDevice is the Ifindex of a datagram whose interface index does not fit

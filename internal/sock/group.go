@@ -1,6 +1,9 @@
 package sock
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Group is an SO_REUSEPORT group: unconnected ReusePort entries with the
 // same address, port, device, family, V6Only and owner. Its members sit in
@@ -77,17 +80,26 @@ func (v View) At(i int) *Entry {
 }
 
 // Ref returns the i-th member's Ref, 0 ≤ i < v.Len(): what a lookup
-// returns, without a load of the member's entry.
-func (v View) Ref(i int) *Ref {
+// returns, read from the group's array without a load of the member's
+// entry.
+func (v View) Ref(i int) Ref {
 	if uint(i) >= uint(v.n) {
 		panic("sock: View index out of range")
 	}
-	return v.m.refs[i].Load()
+	c := &v.m.refs[i]
+	if q := c.seq.Load(); q&1 == 0 {
+		r := Ref{Sock: c.sock.Load(), Ptr: atomic.LoadPointer(&c.ptr), Word: c.word.Load()}
+		if c.seq.Load() == q {
+			return r
+		}
+	}
+	// A writer is moving a member into slot i: rather than wait for it,
+	// read the Ref in the entry, which is one of the slot's moments.
+	return v.m.es[i].Load().Ref
 }
 
 // Snapshot returns a View of a copy of the members, which later joins
-// and leaves leave alone. It copies the array of one moment, the Refs'
-// copies included, as a lookup would read it.
+// and leaves leave alone. It copies the array of one moment.
 func (g *Group) Snapshot() View {
 	m := g.arr.Load()
 	if m == nil {
@@ -96,7 +108,7 @@ func (g *Group) Snapshot() View {
 	n := int(m.n.Load())
 	c := newMembers(n)
 	for i := range n {
-		c.set(i, m.es[i].Load(), m.refs[i].Load())
+		c.set(i, m.es[i].Load())
 	}
 	c.n.Store(int32(n))
 	return View{m: c, n: n}
@@ -104,31 +116,42 @@ func (g *Group) Snapshot() View {
 
 // members is one array of a group. Writers grow it by copying into a new
 // one; readers that still hold an old one see the members of that moment.
-// refs[i] points to a copy of es[i].Ref, made when the member joined: a
-// pick reads a dense array of pointers to small objects made close
-// together, not the members' entries, which are large and scattered. A
-// reader may see the two of a slot from different moments, each of them a
-// member of its moment.
+// refs[i] is a copy of es[i].Ref: a pick reads it in a dense array, not
+// in the member's entry, which is large and scattered, nor behind a
+// pointer, which costs a second dependent miss (see DESIGN.md, SO_REUSEPORT
+// groups, for what that cost a lookup). A reader may see the two of a slot from different moments, each
+// of them a member of its moment.
 type members struct {
 	n    atomic.Int32
 	es   []atomic.Pointer[Entry]
-	refs []atomic.Pointer[Ref]
+	refs []refCell
+}
+
+// refCell is a Ref that lookups read while writers may rewrite it. seq is
+// odd while a writer stores the three words, and grows by two with each
+// rewrite, so that a reader who saw the same even seq before and after
+// its loads read one Ref whole; 32 bytes, two cells a cache line.
+type refCell struct {
+	seq  atomic.Uint64
+	sock atomic.Pointer[Socket]
+	ptr  unsafe.Pointer // read and written with atomic.LoadPointer and StorePointer
+	word atomic.Uint64
 }
 
 func newMembers(n int) *members {
-	return &members{es: make([]atomic.Pointer[Entry], n), refs: make([]atomic.Pointer[Ref], n)}
+	return &members{es: make([]atomic.Pointer[Entry], n), refs: make([]refCell, n)}
 }
 
-// set stores e, with r, its Ref's copy, in slot i.
-func (m *members) set(i int, e *Entry, r *Ref) {
+// set stores e, with a copy of its Ref, in slot i. The caller holds the
+// group's write lock.
+func (m *members) set(i int, e *Entry) {
 	m.es[i].Store(e)
-	m.refs[i].Store(r)
-}
-
-// refOf returns a copy of e's Ref for a group's array.
-func refOf(e *Entry) *Ref {
-	r := e.Ref
-	return &r
+	c := &m.refs[i]
+	c.seq.Add(1)
+	c.sock.Store(e.Ref.Sock)
+	atomic.StorePointer(&c.ptr, e.Ref.Ptr)
+	c.word.Store(e.Ref.Word)
+	c.seq.Add(1)
 }
 
 // Len returns the number of members.
@@ -162,7 +185,7 @@ func (g *Group) Add(e *Entry) {
 	if m == nil || int(n) == len(m.es) {
 		grown := newMembers(max(4, 2*int(n)))
 		for i := range int(n) {
-			grown.set(i, m.es[i].Load(), m.refs[i].Load())
+			grown.set(i, m.es[i].Load())
 		}
 		grown.n.Store(n)
 		g.arr.Store(grown)
@@ -172,7 +195,7 @@ func (g *Group) Add(e *Entry) {
 		g.pos = map[*Entry]int{}
 	}
 	g.pos[e] = int(n)
-	m.set(int(n), e, refOf(e))
+	m.set(int(n), e)
 	m.n.Store(n + 1)
 }
 
@@ -189,7 +212,7 @@ func (g *Group) Remove(e *Entry) int {
 	last := m.n.Load() - 1
 	if int32(i) != last {
 		moved := m.es[last].Load()
-		m.set(i, moved, m.refs[last].Load())
+		m.set(i, moved)
 		g.pos[moved] = i
 	}
 	// The last slot keeps its pointer: a reader that counted the old
