@@ -1,18 +1,36 @@
 package lookup
 
-import "github.com/udpdemux/udpdemux/internal/sock"
+import (
+	"math/bits"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
 
 // FlowHash hashes a datagram's 4-tuple with a per-table seed, to pick an
 // SO_REUSEPORT group member: stable for one flow, spread across flows
-// (DESIGN.md row 11).
+// (DESIGN.md row 11). It multiplies the two halves of the tuple, each
+// keyed by the seed, into 128-bit products, side by side, and mixes what
+// they fold to: three multiplications in a row, where mixing the four
+// words one after another took eight. The tuple's words also join the
+// fold as they are, turned by half a word so that they cannot cancel what
+// a product of 1 passes through: the one value of an operand that makes
+// its product 0 or 1 must not send every flow to one member.
 func FlowHash(seed uint64, q *Query) uint32 {
-	h := seed ^ uint64(q.SrcPort)<<16 ^ uint64(q.DstPort)
-	h = Mix(h ^ q.Src.Hi)
-	h = Mix(h ^ q.Src.Lo)
-	h = Mix(h ^ q.Dst.Hi)
-	h = Mix(h ^ q.Dst.Lo)
-	return uint32(h >> 32)
+	ports := uint64(q.SrcPort)<<16 | uint64(q.DstPort)
+	h1, l1 := bits.Mul64(q.Src.Lo^seed, q.Dst.Lo^ports^seed^flowKey1)
+	h2, l2 := bits.Mul64(q.Src.Hi^seed^flowKey2, q.Dst.Hi^seed^flowKey3)
+	raw := bits.RotateLeft64(q.Src.Lo^q.Src.Hi^q.Dst.Lo^q.Dst.Hi^ports, 32)
+	return uint32(Mix(h1^l1^h2^l2^raw) >> 32)
 }
+
+// The keys that, with the seed, make FlowHash's four operands differ from
+// one another even when the tuple's words are equal (the upper halves of
+// IPv4 addresses are all 0): odd constants with bits spread over the word.
+const (
+	flowKey1 = 0x9e3779b97f4a7c15
+	flowKey2 = 0xbf58476d1ce4e5b9
+	flowKey3 = 0x94d049bb133111eb
+)
 
 // Mix is the splitmix64 finalizer: a bijection of 64-bit words whose
 // output bits each depend on every input bit.
