@@ -56,8 +56,8 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 // SetDevice binds the socket to interface device after Bind; see
 // Table.SetDevice, which it calls on the socket's table.
 func (s *Socket[V]) SetDevice(device int) error {
-	if s == nil || s.t == nil {
+	if s == nil || s.table() == nil {
 		return &OpError{Op: "setdevice", Err: errForeign}
 	}
-	return s.t.SetDevice(s, device)
+	return s.h.t.SetDevice(s, device)
 }

@@ -52,10 +52,10 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 		Owner: old.Owner,
 	}
 	l := localOf(old)
-	wild := s.opts.addr.IsUnspecified()
+	wild := s.boundAddr().IsUnspecified()
 	if wild {
 		// The wildcard bound once, so binding it again cannot fail.
-		l, _ = ipv6.Bind(s.opts.addr, s.opts.flags&optV6Only != 0, 0, nil)
+		l, _ = ipv6.Bind(s.boundAddr(), s.s.Opts&optV6Only != 0, 0, nil)
 	}
 	setLocal(e, l)
 	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
@@ -76,8 +76,8 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 // Disconnect returns the socket to unconnected; see Table.Disconnect,
 // which it calls on the socket's table.
 func (s *Socket[V]) Disconnect() error {
-	if s == nil || s.t == nil {
+	if s == nil || s.table() == nil {
 		return &OpError{Op: "disconnect", Err: errForeign}
 	}
-	return s.t.Disconnect(s)
+	return s.h.t.Disconnect(s)
 }

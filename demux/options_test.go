@@ -30,18 +30,26 @@ func TestOptionsAddrPort(t *testing.T) {
 
 // TestOptionsKept: Options gives back what Bind was given, with the port
 // it got, after the bind, a connect and a close, in both storages: the
-// handle keeps only the address and flags, and reads the rest (port,
-// owner, device) from the socket's current entry.
+// handle keeps only the address (its form and zone too) and flags, and
+// reads the rest (port, owner, device) from the socket's current entry.
 func TestOptionsKept(t *testing.T) {
-	peer := netip.MustParseAddrPort("10.0.0.9:7")
+	ip := netip.MustParseAddr
+	peer4, peer6 := netip.MustParseAddrPort("10.0.0.9:7"), netip.MustParseAddrPort("[2001:db8::9]:7")
 	cases := []struct {
-		name string
-		o    demux.Options
+		name   string
+		o      demux.Options
+		peer   netip.AddrPort // the zero AddrPort: no connect
+		local  netip.Addr     // the source routing chose, for a wildcard
+		device int            // the device Options reports
 	}{
-		{"wildcard, chosen port", demux.Options{Addr: netip.IPv4Unspecified()}},
-		{"reuseport with an owner", demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 53, ReusePort: true, Owner: 1000}},
-		{"reuseaddr on a device", demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 54, ReuseAddr: true, Device: 3}},
-		{"IPv6-only with an owner", demux.Options{Addr: netip.IPv6Unspecified(), Port: 55, V6Only: true, Owner: 7}},
+		{"wildcard, chosen port", demux.Options{Addr: netip.IPv4Unspecified()}, peer4, ip("10.0.0.1"), 0},
+		{"reuseport with an owner", demux.Options{Addr: ip("10.0.0.1"), Port: 53, ReusePort: true, Owner: 1000}, peer4, ip("10.0.0.1"), 0},
+		{"reuseaddr on a device", demux.Options{Addr: ip("10.0.0.1"), Port: 54, ReuseAddr: true, Device: 3}, peer4, ip("10.0.0.1"), 3},
+		{"IPv6-only with an owner", demux.Options{Addr: netip.IPv6Unspecified(), Port: 55, V6Only: true, Owner: 7}, peer6, ip("2001:db8::1"), 0},
+		{"v4-mapped", demux.Options{Addr: ip("::ffff:10.0.0.2"), Port: 56}, peer4, netip.Addr{}, 0},
+		{"v4-mapped wildcard", demux.Options{Addr: ip("::ffff:0.0.0.0"), Port: 57}, peer4, ip("10.0.0.1"), 0},
+		{"IPv6", demux.Options{Addr: ip("2001:db8::1"), Port: 58, V6Only: true}, peer6, netip.Addr{}, 0},
+		{"link-local with a zone", demux.Options{Addr: ip("fe80::1%4"), Port: 59, V6Only: true}, netip.MustParseAddrPort("[fe80::9%4]:7"), netip.Addr{}, 4},
 	}
 	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
 		for _, c := range cases {
@@ -52,13 +60,12 @@ func TestOptionsKept(t *testing.T) {
 				require.NoError(t, err)
 				want := c.o
 				want.Port = s.LocalAddr().Port()
+				want.Device = c.device
 				require.NotZero(t, want.Port)
 				assert.Equal(t, want, s.Options(), "after bind")
-				if !c.o.V6Only {
-					// A wildcard socket takes the source routing chose.
-					require.NoError(t, s.Connect(peer, netip.MustParseAddr("10.0.0.1")))
-					assert.Equal(t, want, s.Options(), "after connect")
-				}
+				assert.Equal(t, c.o.Addr.Zone(), s.Options().Addr.Zone(), "after bind")
+				require.NoError(t, s.Connect(c.peer, c.local))
+				assert.Equal(t, want, s.Options(), "after connect")
 				require.NoError(t, s.Close())
 				assert.Equal(t, want, s.Options(), "after close")
 			})

@@ -14,57 +14,87 @@ import (
 // EBADF.
 type Socket[V any] struct {
 	s sock.Socket
-	t *Table[V]
-	// opts is what the socket's entries do not keep of its bind. Its
-	// value, port, owner and device are its current entry's: a handle
-	// that kept them too took 96 bytes, where it now takes 80 (with a
-	// value of up to 8 bytes; a larger one is kept once, not twice).
-	opts bound
+	h *home[V]
+	// addr is the address the socket was bound to, as given, in 16-byte
+	// form: a connect replaces a wildcard in the socket's entries, which
+	// do not keep the form it was given in either. s.Opts says that
+	// form, h its zone. Its value, port, owner and device are its current
+	// entry's. A handle that kept them, and the address as a netip.Addr,
+	// took 96 bytes, and then 80; it now takes 64.
+	addr sock.Addr16
 }
 
-// bound is what a socket's entries do not keep of the Options it was
-// bound with: the address as given (a connect replaces a wildcard, and a
-// zone is kept only as a device), and the flags as Linux leaves them.
-// Immutable once the socket is bound.
-type bound struct {
-	addr  netip.Addr
-	flags uint8 // optReuseAddr, optReusePort, optV6Only
+// home is a socket's table, with the zone of the address it was bound to:
+// the sockets bound without a zone share their table's, so that a handle
+// keeps one pointer for both.
+type home[V any] struct {
+	t    *Table[V]
+	zone string
 }
 
+// The bits of sock.Socket.Opts: the flags a socket was bound with, as
+// Linux leaves them, and whether its address was given as IPv4.
 const (
 	optReuseAddr uint8 = 1 << iota
 	optReusePort
 	optV6Only
+	optAddr4
 )
 
-func boundOf(o Options) bound {
-	b := bound{addr: o.Addr}
-	if o.ReuseAddr {
-		b.flags |= optReuseAddr
+// table returns the socket's table: nil for the zero Socket.
+func (s *Socket[V]) table() *Table[V] {
+	if s.h == nil {
+		return nil
 	}
-	if o.ReusePort {
-		b.flags |= optReusePort
-	}
-	if o.V6Only {
-		b.flags |= optV6Only
-	}
-	return b
+	return s.h.t
 }
 
-// options returns the Options of a socket bound with b whose entry is e.
-func (b bound) options(e *sock.Entry) Options {
+// setBound records what s keeps of the options o it is bound with in t.
+func (s *Socket[V]) setBound(t *Table[V], o Options) {
+	s.h = &t.home
+	if z := o.Addr.Zone(); z != "" {
+		s.h = &home[V]{t: t, zone: z}
+	}
+	s.addr = sock.Addr16Of(o.Addr)
+	var f uint8
+	if o.Addr.Is4() {
+		f |= optAddr4
+	}
+	if o.ReuseAddr {
+		f |= optReuseAddr
+	}
+	if o.ReusePort {
+		f |= optReusePort
+	}
+	if o.V6Only {
+		f |= optV6Only
+	}
+	s.s.Opts = f
+}
+
+// boundAddr returns the address s was bound to, as given.
+func (s *Socket[V]) boundAddr() netip.Addr {
+	if s.s.Opts&optAddr4 != 0 {
+		return s.addr.Addr(true)
+	}
+	return s.addr.Addr(false).WithZone(s.h.zone)
+}
+
+// options returns the Options of s, whose entry is e.
+func (s *Socket[V]) options(e *sock.Entry) Options {
+	f := s.s.Opts
 	return Options{
-		Addr: b.addr, Port: e.Port, Owner: e.Owner, Device: int(e.Device),
-		ReuseAddr: b.flags&optReuseAddr != 0,
-		ReusePort: b.flags&optReusePort != 0,
-		V6Only:    b.flags&optV6Only != 0,
+		Addr: s.boundAddr(), Port: e.Port, Owner: e.Owner, Device: int(e.Device),
+		ReuseAddr: f&optReuseAddr != 0,
+		ReusePort: f&optReusePort != 0,
+		V6Only:    f&optV6Only != 0,
 	}
 }
 
 // Value returns the value attached to the socket at Bind.
 func (s *Socket[V]) Value() V {
 	if e := s.s.Cur.Load(); e != nil {
-		return s.t.value(&e.Ref)
+		return s.h.t.value(&e.Ref)
 	}
 	return *new(V)
 }
@@ -75,7 +105,7 @@ func (s *Socket[V]) Value() V {
 // device.
 func (s *Socket[V]) Options() Options {
 	if e := s.s.Cur.Load(); e != nil {
-		return s.opts.options(e)
+		return s.options(e)
 	}
 	return Options{}
 }
@@ -111,17 +141,17 @@ func (s *Socket[V]) Connected() bool {
 // Connect connects the socket to remote; see Table.Connect, which it
 // calls on the socket's table.
 func (s *Socket[V]) Connect(remote netip.AddrPort, local netip.Addr) error {
-	if s == nil || s.t == nil {
+	if s == nil || s.table() == nil {
 		return &OpError{Op: "connect", Err: errForeign}
 	}
-	return s.t.Connect(s, remote, local)
+	return s.h.t.Connect(s, remote, local)
 }
 
 // Close unbinds the socket; see Table.Close, which it calls on the
 // socket's table.
 func (s *Socket[V]) Close() error {
-	if s == nil || s.t == nil {
+	if s == nil || s.table() == nil {
 		return &OpError{Op: "close", Err: errForeign}
 	}
-	return s.t.Close(s)
+	return s.h.t.Close(s)
 }

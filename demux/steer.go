@@ -37,7 +37,7 @@ func (s *Socket[V]) Group() (Group[V], bool) {
 	if s.s.Closed.Load() || e == nil || e.Group == nil {
 		return Group[V]{}, false
 	}
-	return Group[V]{g: e.Group, t: s.t}, true
+	return Group[V]{g: e.Group, t: s.h.t}, true
 }
 
 // Members returns a copy of the group's current members, in the group's

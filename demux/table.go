@@ -126,6 +126,7 @@ type Table[V any] struct {
 	seq      atomic.Uint64 // bind order, for ties
 	n        atomic.Int64  // sockets bound
 	stats    counters
+	home     home[V] // the home of the sockets bound without a zone
 }
 
 // New makes a table. It fails with an error wrapping syscall.EINVAL if the
@@ -163,6 +164,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		zones:    cfg.ZoneIndex,
 		isLocal:  cfg.IsLocal,
 	}
+	t.home.t = t
 	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go
 	t.occ.Range = r
 	if cfg.Slots == 0 {

@@ -26,7 +26,8 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if err != nil {
 		return nil, opError("bind", o, err)
 	}
-	s := &Socket[V]{t: t, opts: boundOf(o)}
+	s := new(Socket[V])
+	s.setBound(t, o)
 	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
@@ -38,9 +39,9 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	if o.ReusePort {
 		e.Flags |= sock.ReusePort
 	}
-	s.opts.flags &^= optV6Only
+	s.s.Opts &^= optV6Only
 	if e.Has(sock.V6Only) {
-		s.opts.flags |= optV6Only
+		s.s.Opts |= optV6Only
 	}
 
 	if err := t.w.bind(s, e, o); err != nil {
@@ -69,7 +70,7 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	// Port event 0→1, before publication; a veto leaves the table as is.
 	if err := t.occ.Claim(e.Port); err != nil {
 		w.e.Unlock(h)
-		return opError("bind", s.opts.options(e), err)
+		return opError("bind", s.options(e), err)
 	}
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
@@ -206,7 +207,7 @@ func with(t sock.Tuple, seq uint64) sock.Tuple {
 
 // owns returns an EBADF error for op unless s is a socket of t.
 func (t *Table[V]) owns(s *Socket[V], op string) error {
-	if s == nil || s.t != t {
+	if s == nil || s.table() != t {
 		return &OpError{Op: op, Err: errForeign}
 	}
 	return nil

@@ -216,9 +216,13 @@ func (e *Entry) Has(f uint8) bool { return e.Flags&f == f }
 type Socket struct {
 	Cur    atomic.Pointer[Entry] // the published entry, or the last one once closed
 	Closed atomic.Bool
-	// first4Own says what first4 points to; see First4. It fills what
-	// would be padding, which keeps the public handle in its size class.
+	// first4Own says what first4 points to; see First4. It and Opts fill
+	// what would be padding, which keeps the public handle in its size
+	// class.
 	first4Own bool
+	// Opts is the public handle's: what it keeps of the options its
+	// socket was bound with. Immutable once the socket is published.
+	Opts uint8
 
 	// Bound is the Seq of the socket's bind: its place in the port's
 	// primary chain, which no connect changes. Immutable once the socket
