@@ -85,9 +85,9 @@ func TestInitRejects(t *testing.T) {
 // TestFlowHashSpreads: the member choice is stable per flow and spreads
 // flows evenly over the members, whichever part of the 4-tuple tells them
 // apart, in either family and under any seed, even one that makes one of
-// FlowHash's products 0, or a copy of one operand, for all of them. 4096 flows over 8 members
-// put 512 on each, give or take 21 (one standard deviation); the test
-// allows 6 of them.
+// FlowHash's products 0, or a copy of one operand, for all of them. 4096
+// flows over 8 members put 512 on each, give or take 21 (one standard
+// deviation); the test allows 6 of them.
 func TestFlowHashSpreads(t *testing.T) {
 	const flows, members = 4096, 8
 	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}) }

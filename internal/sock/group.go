@@ -119,8 +119,8 @@ func (g *Group) Snapshot() View {
 // refs[i] is a copy of es[i].Ref: a pick reads it in a dense array, not
 // in the member's entry, which is large and scattered, nor behind a
 // pointer, which costs a second dependent miss (see DESIGN.md, SO_REUSEPORT
-// groups, for what that cost a lookup). A reader may see the two of a slot from different moments, each
-// of them a member of its moment.
+// groups, for what that cost a lookup). A reader may see the two of a
+// slot from different moments, each of them a member of its moment.
 type members struct {
 	n    atomic.Int32
 	es   []atomic.Pointer[Entry]
