@@ -98,12 +98,15 @@ type portSlot struct {
 // Port is one port's record for writers. It exists while the port holds a
 // socket.
 type Port struct {
-	s      *portSlot // the port's slot, which outlives the record
-	mu     sync.Mutex
-	port   uint16
-	dead   bool                     // guarded by mu: no longer in ports
-	cc     summary                  // guarded by mu; kept while summed
-	summed bool                     // guarded by mu: see count
+	s    *portSlot // the port's slot, which outlives the record
+	mu   sync.Mutex
+	port uint16
+	dead bool // guarded by mu: no longer in ports
+	// cc is the port's bind-check summary, guarded by mu: nil until the
+	// port first holds more than summaryMin sockets (see count), then
+	// kept while it holds one. Most ports never have one, and a record
+	// with the summary inline took 208 bytes, where it takes 48.
+	cc     *summary
 	groups map[groupKey]*sock.Group // guarded by mu
 	// shared4 counts the keys of conns on the port that hold more than
 	// one entry; guarded by mu. The port's chain is marked while it is

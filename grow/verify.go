@@ -73,10 +73,11 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if _, marked := pr.s.list.LenMarked(); shared != pr.shared4 || marked != (shared > 0) {
 			bad("port %d: %d shared 4-tuples, counted %d, chain marked %v", p, shared, pr.shared4, marked)
 		}
-		if !pr.summed {
-			want = summary{}
+		have := pr.cc
+		if have == nil {
+			want, have = summary{}, new(summary)
 		}
-		if !sameSummary(&want, &pr.cc) {
+		if !sameSummary(&want, have) {
 			bad("port %d: bind-check summary differs from its sockets", p)
 		}
 		if len(groups) != len(pr.groups) {

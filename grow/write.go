@@ -29,7 +29,7 @@ func groupOf(e *sock.Entry) groupKey {
 // addresses, 56 at IPv6 ones, measured at a million sockets of one class)
 // on the many ports that hold a few.
 func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
-	if pr.summed {
+	if pr.cc != nil {
 		return pr.cc.inUse(n), true
 	}
 	for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
@@ -46,10 +46,10 @@ func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 // while the port holds a socket.
 func (g *Engine) count(pr *Port, e *sock.Entry, d int) {
 	switch {
-	case pr.summed:
+	case pr.cc != nil:
 		pr.cc.add(e, d)
 	case pr.s.list.Len() > g.summaryMin:
-		pr.summed = true
+		pr.cc = new(summary)
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 			pr.cc.add(sock.OfPrimary(x), 1)
 		}
@@ -114,7 +114,7 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	// The summary counts e as it counted old unless the attributes that
 	// decide a conflict changed: most connects keep them (the local
 	// address stays), and spare the summary's two updates.
-	if !pr.summed || attrsOf(old) != attrsOf(e) {
+	if pr.cc == nil || attrsOf(old) != attrsOf(e) {
 		g.count(pr, old, -1)
 		g.count(pr, e, 1)
 	}
