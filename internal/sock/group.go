@@ -80,8 +80,8 @@ func (v View) At(i int) *Entry {
 }
 
 // Ref returns the i-th member's Ref, 0 ≤ i < v.Len(): what a lookup
-// returns, read from the group's array without a load of the member's
-// entry.
+// returns, read from the group's array, and from the member's entry only
+// while a writer rewrites the slot.
 func (v View) Ref(i int) Ref {
 	if uint(i) >= uint(v.n) {
 		panic("sock: View index out of range")
