@@ -1,0 +1,472 @@
+package bhash
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func mix(k int) uint64 {
+	x := uint64(k) + 0x9e3779b97f4a7c15
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// kv is the tests' pointee: it names its key, as New requires.
+type kv struct{ k, v int }
+
+// tmap is a map whose keys hash by hf.
+type tmap struct {
+	*Map[int, kv]
+	hf func(int) uint64
+}
+
+func newMap(hf func(int) uint64) tmap {
+	return tmap{New(func(e *kv, k int) bool { return e.k == k }, func(e *kv) uint64 { return hf(e.k) }), hf}
+}
+
+func (m tmap) put(k, v int) { m.putVal(k, v, 0) }
+
+// putVal sets k's value to v, with more pointers than the first (k with
+// values v+1, v+2, …) if more > 0.
+func (m tmap) putVal(k, v, more int) {
+	val := Val[kv]{First: &kv{k, v}}
+	if more > 0 {
+		rest := make([]*kv, more)
+		for i := range rest {
+			rest[i] = &kv{k, v + i + 1}
+		}
+		val.Rest = &rest
+	}
+	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return val, true })
+}
+
+func (m tmap) del(k int) {
+	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
+}
+
+// get returns k's first value and how many more it has.
+func (m tmap) get(k int) (v, more int, ok bool) {
+	x, ok := m.Get(m.hf(k), k)
+	if !ok {
+		return 0, 0, false
+	}
+	if x.Rest != nil {
+		more = len(*x.Rest)
+	}
+	return x.First.v, more, true
+}
+
+func TestGrowShrink(t *testing.T) {
+	m := newMap(mix)
+	for _, n := range []int{1, 100, 10000, 200000} {
+		for k := range n {
+			m.putVal(k, 2*k, k%50/49) // one key in fifty has more
+		}
+		require.Equal(t, n, m.Len())
+		require.NoError(t, m.Check())
+		assert.LessOrEqual(t, n, maxLoad*m.Slots()/width, "at most maxLoad keys a line")
+		for k := range n {
+			v, more, ok := m.get(k)
+			require.True(t, ok, k)
+			require.Equal(t, 2*k, v)
+			require.Equal(t, k%50/49, more, k)
+		}
+		_, _, ok := m.get(n)
+		assert.False(t, ok)
+		seen := map[int]int{}
+		m.All(func(x Val[kv]) bool {
+			assert.Equal(t, 2*x.First.k, x.First.v)
+			seen[x.First.k]++
+			return true
+		})
+		assert.Len(t, seen, n)
+		for k := range n {
+			m.del(k)
+		}
+		assert.Zero(t, m.Len())
+		assert.Equal(t, minLines*width, m.Slots(), "shrinks back")
+		require.NoError(t, m.Check())
+	}
+}
+
+// TestOneLine: keys that all hash alike fill one line's positions, then
+// its chain; replacing and deleting each, whether in a position or in the
+// chain, keeps the others, and a freed position takes the next key.
+func TestOneLine(t *testing.T) {
+	const keys = 8 // six positions, two in the chain; one more would grow the table
+	cases := []struct {
+		name string
+		hf   func(int) uint64
+	}{
+		{"one hash", func(int) uint64 { return 42 }},
+		// Line 0, tag bits differing only in the lowest: every
+		// position's tag is a neighbour's plus or minus one, which the
+		// tag match's borrow may take for a match.
+		{"neighbouring tags", func(k int) uint64 { return uint64(k&1) << 56 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMap(c.hf)
+			for k := range keys {
+				m.put(k, k)
+			}
+			require.NoError(t, m.Check())
+			for _, k := range []int{0, 3, 6, 7} { // positions and chain
+				m.Update(c.hf(k), k, func(old Val[kv], ok bool) (Val[kv], bool) {
+					require.True(t, ok)
+					return Val[kv]{First: &kv{k, old.First.v + 100}}, true
+				})
+			}
+			m.del(2) // a position
+			m.del(7) // the chain
+			want := map[int]int{0: 100, 1: 1, 3: 103, 4: 4, 5: 5, 6: 106}
+			for k := range keys {
+				v, _, ok := m.get(k)
+				w, in := want[k]
+				require.Equal(t, in, ok, k)
+				assert.Equal(t, w, v, k)
+			}
+			assert.Equal(t, len(want), m.Len())
+			require.NoError(t, m.Check())
+			// The freed position takes a new key.
+			m.put(keys, keys)
+			l := &m.tab.Load().lines[c.hf(keys)>>m.tab.Load().shift]
+			assert.Same(t, l.first[2].Load(), mustFirst(t, m, keys), "the free position")
+			require.NoError(t, m.Check())
+		})
+	}
+}
+
+func mustFirst(t *testing.T, m tmap, k int) *kv {
+	x, ok := m.Get(m.hf(k), k)
+	require.True(t, ok, k)
+	return x.First
+}
+
+// TestRestToChain: a key that gets more pointers moves from its position
+// to the chain, and stays there when it has none again.
+func TestRestToChain(t *testing.T) {
+	m := newMap(func(int) uint64 { return 7 })
+	m.put(1, 1)
+	m.put(2, 2)
+	l := &m.tab.Load().lines[0]
+	require.Nil(t, l.over.Load())
+	m.putVal(1, 10, 2)
+	v, more, ok := m.get(1)
+	require.True(t, ok)
+	assert.Equal(t, [2]int{10, 2}, [2]int{v, more})
+	assert.Equal(t, uint64(0), l.word.Load()&0xff, "position 0 freed")
+	assert.Nil(t, l.first[0].Load())
+	require.NotNil(t, l.over.Load())
+	m.putVal(1, 20, 0)
+	v, more, ok = m.get(1)
+	require.True(t, ok)
+	assert.Equal(t, [2]int{20, 0}, [2]int{v, more})
+	assert.Same(t, l.over.Load().val.First, mustFirst(t, m, 1), "still in the chain")
+	require.NoError(t, m.Check())
+	m.del(1)
+	assert.Nil(t, l.over.Load())
+	require.NoError(t, m.Check())
+}
+
+// TestCheckFinds: Check reports each broken invariant.
+func TestCheckFinds(t *testing.T) {
+	cases := []struct {
+		name    string
+		corrupt func(m tmap, l *line[kv])
+	}{
+		{"tag", func(m tmap, l *line[kv]) { l.word.Store(l.word.Load() ^ 1) }},
+		{"free position holds", func(m tmap, l *line[kv]) { l.word.Store(l.word.Load() &^ 0xff) }},
+		{"tagged empty", func(m tmap, l *line[kv]) { l.first[0].Store(nil) }},
+		{"forwarded", func(m tmap, l *line[kv]) { l.word.Store(l.word.Load() | fwd) }},
+		{"count", func(m tmap, l *line[kv]) { m.count.Add(1) }},
+		{"chain hash", func(m tmap, l *line[kv]) {
+			n := *l.over.Load()
+			n.hash++
+			l.over.Store(&n)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMap(func(int) uint64 { return 5 })
+			for k := range width + 1 {
+				m.put(k, k)
+			}
+			require.NoError(t, m.Check())
+			c.corrupt(m, &m.tab.Load().lines[0])
+			assert.Error(t, m.Check())
+		})
+	}
+}
+
+// TestResizeUnderReaders: while writers add and remove keys, growing and
+// shrinking the table many times, readers must always find the keys that
+// never change, with their values, and never find a key deleted before the
+// read began.
+func TestResizeUnderReaders(t *testing.T) {
+	m := newMap(mix)
+	const stable = 64
+	for k := range stable {
+		m.putVal(k, k+1, k%2)
+	}
+	var gone [1 << 16]atomic.Bool // churn keys deleted for good
+	stop := startReaders(2, 7, func(rng *rand.Rand) (fails int) {
+		k := rng.IntN(stable)
+		if v, more, ok := m.get(k); !ok || v != k+1 || more != k%2 {
+			fails++
+		}
+		c := stable + rng.IntN(1<<16-stable)
+		if gone[c].Load() {
+			if _, _, ok := m.get(c); ok {
+				fails++
+			}
+		}
+		return fails
+	})
+	deadline := time.Now().Add(2 * time.Second)
+	next := stable
+	for time.Now().Before(deadline) && next+5000 < 1<<16 {
+		for k := next; k < next+5000; k++ {
+			m.putVal(k, k+1, k%3/2)
+		}
+		for k := next; k < next+5000; k++ {
+			m.del(k)
+			gone[k].Store(true)
+		}
+		next += 5000
+	}
+	reads, fails := stop()
+	assert.Zero(t, fails, "wrong reads among %d", reads)
+	assert.Positive(t, reads)
+	assert.Equal(t, stable, m.Len())
+	require.NoError(t, m.Check())
+}
+
+// TestMovesUnderReaders: keys that writers move from their positions to
+// the chain (giving them more pointers, then taking them away, which
+// leaves them in the chain), while another writer puts keys into the
+// freed positions and takes them out again, are found by every reader
+// for which they were present throughout. All keys hash alike, so they
+// share one line, and its positions keep changing hands: each round
+// adds new keys, which take positions, moves them, and deletes them.
+func TestMovesUnderReaders(t *testing.T) {
+	m := newMap(func(int) uint64 { return 99 })
+	const stable, movers = 2, 3
+	for k := range stable {
+		m.put(k, k)
+	}
+	// movers[s] is the key (shifted left once) that mover s has present,
+	// with the low bit set, or 0 while it has none.
+	var moving [movers]atomic.Uint64
+	stop := startReaders(2, 11, func(rng *rand.Rand) (fails int) {
+		if k := rng.IntN(stable); !has(m, k) {
+			fails++
+		}
+		s := &moving[rng.IntN(movers)]
+		if st := s.Load(); st&1 != 0 && !has(m, int(st>>1)) && s.Load() == st {
+			fails++ // present before and after the read, and missed
+		}
+		return fails
+	})
+	var churned atomic.Int64
+	stopChurn := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopChurn:
+				return
+			default:
+			}
+			k := 1 << 30
+			m.put(k, k)
+			m.del(k)
+			churned.Add(1)
+		}
+	}()
+	next := 1000
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
+		for s := range moving {
+			k := next
+			next++
+			m.put(k, k)
+			moving[s].Store(uint64(k)<<1 | 1)
+			m.putVal(k, k, 1) // to the chain
+			m.putVal(k, k, 0) // stays there
+			moving[s].Store(0)
+			m.del(k)
+		}
+	}
+	close(stopChurn)
+	wg.Wait()
+	reads, fails := stop()
+	t.Logf("%d reads, %d keys moved, %d churn rounds", reads, next-1000, churned.Load())
+	assert.Zero(t, fails, "missed keys among %d reads", reads)
+	assert.Positive(t, churned.Load())
+	require.NoError(t, m.Check())
+}
+
+func has(m tmap, k int) bool {
+	x, ok := m.Get(m.hf(k), k)
+	return ok && x.First.v == k
+}
+
+// TestAddedDuringResize: keys that one writer adds while another grows
+// and shrinks the table (by 20 000 keys a round, past the first writer's
+// few thousand), many of them into lines already forwarded, are found by
+// every lookup that begins after they were added, also by one that still
+// reads the table being replaced.
+func TestAddedDuringResize(t *testing.T) {
+	m := newMap(mix)
+	const base = 1 << 20 // the second writer's keys: base, base+1, …
+	var added atomic.Int64
+	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
+		if n := added.Load(); n > 0 {
+			k := base + int(rng.Int64N(n))
+			if v, _, ok := m.get(k); !ok || v != k {
+				fails++
+			}
+		}
+		return fails
+	})
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for k := base; !done.Load(); k++ {
+			m.putVal(k, k, k%2)
+			added.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		for k := range 20000 {
+			m.put(k, k)
+		}
+		for k := range 20000 {
+			m.del(k)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	reads, fails := stop()
+	assert.Zero(t, fails, "missed keys among %d reads", reads)
+	assert.Positive(t, added.Load())
+	require.NoError(t, m.Check())
+}
+
+// TestWritesDuringShrink: one writer grows a small map and shrinks it
+// back again and again, while two others each put a key, read it back,
+// delete it and check it gone. A write to a line of a pair being merged
+// would be lost, or land in a line already forwarded, unless the merge
+// holds the pair's lock.
+func TestWritesDuringShrink(t *testing.T) {
+	m := newMap(mix)
+	var done atomic.Bool
+	var lost, writes atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := (w + 1) << 20
+			for v := 1; !done.Load(); v++ {
+				k := base + v%4096
+				m.put(k, v)
+				if got, _, ok := m.get(k); !ok || got != v {
+					lost.Add(1)
+				}
+				m.del(k)
+				if _, _, ok := m.get(k); ok {
+					lost.Add(1)
+				}
+				writes.Add(2)
+			}
+		}()
+	}
+	rounds := 0
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
+		// 2 → 32 lines and back.
+		for k := range 120 {
+			m.put(k, k)
+		}
+		for k := range 120 {
+			m.del(k)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	t.Logf("%d rounds of grows and shrinks, %d writes beside them", rounds, writes.Load())
+	assert.Zero(t, lost.Load(), "writes lost")
+	assert.Positive(t, writes.Load())
+	assert.Zero(t, m.Len(), "keys left after every one was deleted")
+	require.NoError(t, m.Check())
+}
+
+// startReaders starts n goroutines that call read, each with a random
+// source of its own seeded from seed, until the returned stop is called;
+// stop waits for them and returns how many reads they made and the sum of
+// the wrong answers read reported.
+func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
+	var halt atomic.Bool
+	var wg sync.WaitGroup
+	var nreads, nfails atomic.Int64
+	for r := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(r), seed))
+			for !halt.Load() {
+				nfails.Add(int64(read(rng)))
+				nreads.Add(1)
+			}
+		}()
+	}
+	return func() (int64, int64) {
+		halt.Store(true)
+		wg.Wait()
+		return nreads.Load(), nfails.Load()
+	}
+}
+
+func BenchmarkGet(b *testing.B) {
+	for _, n := range []int{16, 1 << 20} {
+		m := newMap(mix)
+		for k := range n {
+			m.put(k, k)
+		}
+		keys := make([]int, 4096)
+		for i := range keys {
+			keys[i] = rand.IntN(n)
+		}
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for i := range b.N {
+				k := keys[i&4095]
+				if _, ok := m.Get(mix(k), k); !ok {
+					b.Fatal(k)
+				}
+			}
+		})
+	}
+}
+
+// TestLineLayout: a line is one 64-byte cache line, so a lookup reads a
+// key's tag and its pointer with one miss.
+func TestLineLayout(t *testing.T) {
+	require.Equal(t, uintptr(64), unsafe.Sizeof(line[kv]{}))
+}
