@@ -10,8 +10,9 @@ import (
 )
 
 // TestBindCloseAllocs: with the default Config, a bind on a busy port
-// allocates the handle, the entry and its index node, and its close
-// allocates nothing.
+// allocates the handle and the entry, and its close allocates nothing: the
+// index keeps the entry's pointer in its line (an index node per key took
+// a third allocation).
 func TestBindCloseAllocs(t *testing.T) {
 	tab, err := demux.New[int32](demux.Config{})
 	require.NoError(t, err)
@@ -29,5 +30,5 @@ func TestBindCloseAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	require.LessOrEqual(t, allocs, 3.0)
+	require.LessOrEqual(t, allocs, 2.0)
 }

@@ -16,6 +16,9 @@ type Stats struct {
 // ChainStats describes the chains of one table. For the growing tables,
 // Used counts keys (ports, addresses, 4-tuples) and Longest and Mean are
 // not tracked: a growing table keeps one key per slot or fewer on average.
+// The growing (address, port) and 4-tuple tables count as slots the
+// positions of their lines, six to a cache line, of which they fill at
+// most four on average.
 type ChainStats struct {
 	Slots   int     // slots in the table
 	Used    int     // slots with at least one socket

@@ -11,7 +11,7 @@ import (
 // open socket's current entry is in exactly the primary slot of its port
 // and the secondary slot of its address key, and nothing else is, slot
 // counts, links, groups; grow.Engine.Verify: port chains, classes and
-// their index nodes, summaries, groups and connected counts); and for
+// their indexes' lines, summaries, groups and connected counts); and for
 // both, that the tables hold the sockets bound and the ephemeral-port
 // index matches them. It is a debugging aid for tests: call it when
 // no write is in flight. It costs O(slots + sockets).

@@ -1,10 +1,10 @@
 package grow
 
 import (
+	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
-	"github.com/udpdemux/udpdemux/rhash"
 )
 
 // BatchMax is the most datagrams LookupBatch takes at once.
@@ -29,8 +29,8 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 		prs     [BatchMax]*portSlot
 		seqs    [BatchMax]uint32
 		khs     [BatchMax]uint64
-		chains  [BatchMax]rhash.Chain[addrKey, heads]
-		exact   [BatchMax]*heads
+		probes  [BatchMax]bhash.Probe[addrKey, sock.Entry]
+		exact   [BatchMax]bhash.Val[sock.Entry]
 		indexed [BatchMax]bool
 		bests   [BatchMax]lookup.Best
 	)
@@ -49,18 +49,18 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 		indexed[i] = true
 		seqs[i] = pr.list.Seq.Read()
 		khs[i] = hash2.Hash64(g.seed, q.Dst)
-		chains[i] = g.addrs.Chain(g.addrHash(khs[i], q.DstPort))
+		probes[i] = g.addrs.Probe(g.addrHash(khs[i], q.DstPort))
 	}
 	for i := range n {
 		if indexed[i] {
 			q := &qs[i]
-			exact[i] = chains[i].Find(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
+			exact[i], _ = probes[i].Find(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
 		}
 	}
 	// Score the exact-address heads, side by side.
 	for i := range n {
 		bests[i] = lookup.NewBest()
-		if exact[i] != nil {
+		if exact[i].First != nil {
 			offer(&bests[i], exact[i], &qs[i])
 		}
 	}
@@ -93,12 +93,12 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
 	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-		if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
+		if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
 			offer(b, hd, q)
 		}
 	}
 	if !b.Exact() {
-		if hd := g.addrs.Ref(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); hd != nil {
+		if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
 			offer(b, hd, q)
 		}
 	}

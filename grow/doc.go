@@ -20,7 +20,10 @@
 // the head of each class. A lookup scores one head per class, never the
 // members behind it, so a thousand SO_REUSEADDR sockets on one address cost
 // what one does, and an SO_REUSEPORT group of any size costs one pick.
-// The three indexes are rhash maps: they resize while lookups run.
+// The three indexes resize while lookups run: ports is an rhash map, and
+// addrs and conns are bhash maps, which keep each key's first head
+// inline in a cache line, so that a lookup reads that line and then the
+// entry it scores.
 //
 // # Lookups
 //
@@ -39,9 +42,8 @@
 //
 // Every write concerns one port and holds that port record's lock, which
 // serializes all changes to the port's sockets, classes, groups and
-// summaries. Index slots have their own locks, taken inside the port lock
-// one at a time (two only while an rhash shrink merges a pair), and never
-// the other way round. A record found dead after locking (its last socket
+// summaries. Index lines have their own locks, taken inside the port lock
+// one at a time, and never the other way round. A record found dead after locking (its last socket
 // left) is retried.
 //
 // # Bind checks

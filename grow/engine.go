@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/rhash"
@@ -34,49 +35,37 @@ type connKey struct {
 	lport, rport  uint16
 }
 
-// addrIs reports whether hd is stored under k in addrs: whether k is its
-// first head's key, which hd's copy of the head's Face names. Field by
-// field, cheapest first: rebuilding the whole key and comparing it cost a
-// connected lookup about 10 ns.
-func addrIs(hd *heads, k addrKey) bool {
-	f := &hd.face
-	return f.Port == k.port && sock.KeyOf(f.Flags, f.V4, f.V6) == k.addr
+// addrIs reports whether e, the first head of a key of addrs, is stored
+// under k: whether k is e's key. Field by field, cheapest first:
+// rebuilding the whole key and comparing it cost a connected lookup about
+// 10 ns.
+func addrIs(e *sock.Entry, k addrKey) bool {
+	return e.Port == k.port && sock.KeyOf(e.Flags, e.V4, e.V6) == k.addr
 }
 
-// connIs reports whether hd is stored under k in conns.
-func connIs(hd *heads, k connKey) bool {
-	f := &hd.face
-	return f.Port == k.lport && f.RemotePort == k.rport && f.Remote == k.remote &&
-		sock.KeyOf(f.Flags, f.V4, f.V6) == k.local
+// connIs reports whether e, the first head of a key of conns, is stored
+// under k.
+func connIs(e *sock.Entry, k connKey) bool {
+	return e.Port == k.lport && e.RemotePort == k.rport && e.Remote == k.remote &&
+		sock.KeyOf(e.Flags, e.V4, e.V6) == k.local
 }
 
-// addrKeyOf and connKeyOf return the key hd is stored under, for Verify's
+// addrKeyOf and connKeyOf return the key e is stored under, for Verify's
 // reports.
-func addrKeyOf(hd *heads) addrKey {
-	f := &hd.face
-	return addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port}
+func addrKeyOf(e *sock.Entry) addrKey {
+	return addrKey{sock.KeyOf(e.Flags, e.V4, e.V6), e.Port}
 }
 
-func connKeyOf(hd *heads) connKey {
-	f := &hd.face
-	return connKey{local: sock.KeyOf(f.Flags, f.V4, f.V6), remote: f.Remote, lport: f.Port, rport: f.RemotePort}
+func connKeyOf(e *sock.Entry) connKey {
+	return connKey{local: sock.KeyOf(e.Flags, e.V4, e.V6), remote: e.Remote, lport: e.Port, rport: e.RemotePort}
 }
 
-// heads is the newest entry of each class of one key. The first class is
-// apart, with a copy of its head's Face beside the pointer: a lookup
-// scores the copy, which shares the index node's memory, and so spares
-// the load of an entry that is often not in cache. The copy also names
-// the key (addrIs, connIs), so the node keeps none of its own: with
-// its hash and link a node is 120 bytes, in the 128-byte size class,
-// whose objects fill two whole cache lines (with a key beside it, it was
-// 144 bytes, and 3 lines). The other classes, which few keys have, sit
-// behind one pointer that a lookup tests in the line it reads anyway: as
-// a slice at the end of the node they cost a line of their own.
-type heads struct {
-	first *sock.Entry
-	rest  *[]*sock.Entry
-	face  sock.Face // first.Face
-}
+// heads is the newest entry of each class of one key: First, and the
+// other classes, which few keys have, in Rest (nil if none). The index
+// keeps a key's First in a position of a cache line that a lookup reads
+// before the entry itself (package bhash), so that a lookup costs that
+// line and the entry, whose first line holds what it scores.
+type heads bhash.Val[sock.Entry]
 
 // portSlot is what a lookup reads of a port: its chain and the filter of
 // its connected entries' peers. Slots live in pages of 256 ports, made when a port of
@@ -119,8 +108,8 @@ type Port struct {
 type Engine struct {
 	pages [256]atomic.Pointer[[256]portSlot]
 	ports *rhash.Map[uint16, *Port]
-	addrs *rhash.Map[addrKey, heads]
-	conns *rhash.Map[connKey, heads]
+	addrs *bhash.Map[addrKey, sock.Entry]
+	conns *bhash.Map[connKey, sock.Entry]
 
 	seed             uint64 // address hash seed
 	mulP, mulA, mulC uint64 // odd multipliers that finish each index's hash
@@ -140,8 +129,6 @@ type Engine struct {
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
 	g := &Engine{
 		ports:      rhash.New(func(pr **Port, p uint16) bool { return (*pr).port == p }),
-		addrs:      rhash.New(addrIs),
-		conns:      rhash.New(connIs),
 		seed:       seeds[0],
 		mulP:       seeds[1] | 1,
 		mulA:       seeds[2] | 1,
@@ -155,6 +142,8 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 		g.summaryMin = threshold
 	}
 	g.wild = hash2.Hash64(g.seed, sock.Wild4)
+	g.addrs = bhash.New(addrIs, g.addrHashOf)
+	g.conns = bhash.New(connIs, g.connHashOf)
 	return g
 }
 
@@ -171,6 +160,15 @@ func (g *Engine) addrHash(ah uint64, port uint16) uint64 {
 // connHash finishes the hash of a 4-tuple from its addresses' hashes.
 func (g *Engine) connHash(lh, rh uint64, lport, rport uint16) uint64 {
 	return (lh*g.mulA ^ rh ^ uint64(lport)<<16 ^ uint64(rport)) * g.mulC
+}
+
+// addrHashOf and connHashOf return the hash of e's key in addrs and conns.
+func (g *Engine) addrHashOf(e *sock.Entry) uint64 {
+	return g.addrHash(g.hashAddr(e.Key()), e.Port)
+}
+
+func (g *Engine) connHashOf(e *sock.Entry) uint64 {
+	return g.connHash(g.hashAddr(e.Key()), g.hashAddr(e.Remote), e.Port, e.RemotePort)
 }
 
 func (g *Engine) hashAddr(a sock.Addr16) uint64 {

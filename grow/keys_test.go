@@ -24,20 +24,20 @@ func TestKeyComparisons(t *testing.T) {
 	}
 	for name, f := range faces {
 		t.Run(name, func(t *testing.T) {
-			hd := heads{first: &sock.Entry{Face: f}, face: f}
+			e := &sock.Entry{Face: f}
 			a := addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port}
 			c := connKey{local: a.addr, remote: f.Remote, lport: f.Port, rport: f.RemotePort}
-			assert.Equal(t, a, addrKeyOf(&hd))
-			assert.Equal(t, c, connKeyOf(&hd))
-			assert.True(t, addrIs(&hd, a))
-			assert.True(t, connIs(&hd, c))
+			assert.Equal(t, a, addrKeyOf(e))
+			assert.Equal(t, c, connKeyOf(e))
+			assert.True(t, addrIs(e, a))
+			assert.True(t, connIs(e, c))
 
 			otherAddr := sock.Map4(v4 + 1)
 			for what, k := range map[string]addrKey{
 				"address": {otherAddr, a.port},
 				"port":    {a.addr, a.port + 1},
 			} {
-				assert.False(t, addrIs(&hd, k), "another %s", what)
+				assert.False(t, addrIs(e, k), "another %s", what)
 			}
 			for what, k := range map[string]connKey{
 				"local address":  {local: otherAddr, remote: c.remote, lport: c.lport, rport: c.rport},
@@ -45,7 +45,7 @@ func TestKeyComparisons(t *testing.T) {
 				"remote address": {local: c.local, remote: sock.Map4(1), lport: c.lport, rport: c.rport},
 				"remote port":    {local: c.local, remote: c.remote, lport: c.lport, rport: c.rport + 1},
 			} {
-				assert.False(t, connIs(&hd, k), "another %s", what)
+				assert.False(t, connIs(e, k), "another %s", what)
 			}
 		})
 	}

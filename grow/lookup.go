@@ -1,6 +1,7 @@
 package grow
 
 import (
+	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
@@ -62,7 +63,7 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 		b := lookup.NewBest()
 		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd := g.conns.Ref(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); hd != nil {
+			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
 				offer(&b, hd, q)
 				// A connected socket bound to the destination beats
 				// every unconnected one.
@@ -71,11 +72,11 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 				}
 			}
 		}
-		if hd := g.addrs.Ref(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); hd != nil {
+		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); ok {
 			offer(&b, hd, q)
 		}
 		if !b.Exact() && q.Dst != sock.Wild4 {
-			if hd := g.addrs.Ref(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); hd != nil {
+			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
 				offer(&b, hd, q)
 			}
 		}
@@ -85,12 +86,11 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
 	}
 }
 
-// offer scores the head of each class, the first from the copy in the
-// index node.
-func offer(b *lookup.Best, hd *heads, q *lookup.Query) {
-	b.Offer(&hd.face, q)
-	if hd.rest != nil {
-		for _, e := range *hd.rest {
+// offer scores the head of each class of a key.
+func offer(b *lookup.Best, hd bhash.Val[sock.Entry], q *lookup.Query) {
+	b.Offer(&hd.First.Face, q)
+	if hd.Rest != nil {
+		for _, e := range *hd.Rest {
 			b.Offer(&e.Face, q)
 		}
 	}
@@ -119,15 +119,15 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
-				rs = members(rs, hd, q)
+				rs = members(rs, heads(hd), q)
 			}
 		}
 		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); ok {
-			rs = members(rs, hd, q)
+			rs = members(rs, heads(hd), q)
 		}
 		if q.Dst != sock.Wild4 {
 			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
-				rs = members(rs, hd, q)
+				rs = members(rs, heads(hd), q)
 			}
 		}
 		if !pr.list.Seq.Changed(seq) {

@@ -16,15 +16,15 @@ import "github.com/udpdemux/udpdemux/internal/sock"
 // many reports whether the key whose heads are hd holds more than one
 // entry. The caller holds the port lock.
 func (hd heads) many() bool {
-	return hd.rest != nil || (hd.first != nil && hd.first.N2.Next.Load() != nil)
+	return hd.Rest != nil || (hd.First != nil && hd.First.N2.Next.Load() != nil)
 }
 
 // shares reports whether e's key in conns holds more than one entry.
 func (g *Engine) shares(e *sock.Entry) bool {
 	key := e.Key()
-	hd := g.conns.Ref(g.connHash(g.hashAddr(key), g.hashAddr(e.Remote), e.Port, e.RemotePort),
+	hd, ok := g.conns.Get(g.connHash(g.hashAddr(key), g.hashAddr(e.Remote), e.Port, e.RemotePort),
 		connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort})
-	return hd != nil && hd.many()
+	return ok && heads(hd).many()
 }
 
 // insert4 is insert for e on pr's port, counting a key of conns that e

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -113,16 +114,19 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
-	if !g.ports.TagsExact() || !g.addrs.TagsExact() || !g.conns.TagsExact() {
-		bad("an index's slot tags differ from its keys")
+	if !g.ports.TagsExact() {
+		bad("the port index's slot tags differ from its keys")
+	}
+	if err := g.addrs.Check(); err != nil {
+		bad("address index: %v", err)
+	}
+	if err := g.conns.Check(); err != nil {
+		bad("4-tuple index: %v", err)
 	}
 	if len(onPort) != g.Len() {
 		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
 	}
 	check := func(what string, hd heads) {
-		if hd.first != nil && hd.face != hd.first.Face {
-			bad("%s: the index's copy of its first head differs from the entry", what)
-		}
 		for i := range hd.len() {
 			prevSeq := ^uint64(0)
 			for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
@@ -137,8 +141,14 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
-	g.addrs.All(func(hd heads) bool { check(fmt.Sprintf("address index %v", addrKeyOf(&hd)), hd); return true })
-	g.conns.All(func(hd heads) bool { check(fmt.Sprintf("4-tuple index %v", connKeyOf(&hd)), hd); return true })
+	g.addrs.All(func(v bhash.Val[sock.Entry]) bool {
+		check(fmt.Sprintf("address index %v", addrKeyOf(v.First)), heads(v))
+		return true
+	})
+	g.conns.All(func(v bhash.Val[sock.Entry]) bool {
+		check(fmt.Sprintf("4-tuple index %v", connKeyOf(v.First)), heads(v))
+		return true
+	})
 	return onPort
 }
 
@@ -146,7 +156,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 func (g *Engine) inClass(e *sock.Entry) bool {
 	key := e.Key()
 	kh := g.hashAddr(key)
-	var hd heads
+	var hd bhash.Val[sock.Entry]
 	var ok bool
 	if inConns(e) {
 		hd, ok = g.conns.Get(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort),
@@ -157,9 +167,9 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 	if !ok {
 		return false
 	}
-	for i := range hd.len() {
+	for i := range heads(hd).len() {
 		var prev *sock.Node
-		for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
+		for x := &heads(hd).at(i).N2; x != nil; x = x.Next.Load() {
 			if x.Prev != prev {
 				return false // broken back link
 			}

@@ -1,6 +1,7 @@
 package grow
 
 import (
+	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
@@ -155,32 +156,29 @@ func sameClass(a, b *sock.Entry) bool {
 
 func (hd heads) at(i int) *sock.Entry {
 	if i == 0 {
-		return hd.first
+		return hd.First
 	}
-	return (*hd.rest)[i-1]
+	return (*hd.Rest)[i-1]
 }
 
 func (hd heads) len() int {
 	switch {
-	case hd.first == nil:
+	case hd.First == nil:
 		return 0
-	case hd.rest == nil:
+	case hd.Rest == nil:
 		return 1
 	}
-	return 1 + len(*hd.rest)
+	return 1 + len(*hd.Rest)
 }
 
 // with returns hd with the head of class i set to e (a new class if i is
 // hd.len()), or removed if e is nil; the rest slice is copied, never
 // changed in place, since lookups read it.
 func (hd heads) with(i int, e *sock.Entry) heads {
-	if hd.rest == nil && (i == 0 || e == nil) {
+	if hd.Rest == nil && (i == 0 || e == nil) {
 		// A key of one class, or none, stays so: no slice to build,
 		// which spares most binds and closes an allocation.
-		if e == nil {
-			return heads{}
-		}
-		return heads{first: e, face: e.Face}
+		return heads{First: e}
 	}
 	n := hd.len()
 	all := make([]*sock.Entry, 0, n+1)
@@ -198,10 +196,10 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 	if len(all) == 0 {
 		return heads{}
 	}
-	out := heads{first: all[0], face: all[0].Face}
+	out := heads{First: all[0]}
 	if len(all) > 1 {
 		rest := all[1:]
-		out.rest = &rest
+		out.Rest = &rest
 	}
 	return out
 }
@@ -217,11 +215,11 @@ func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
 func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
 	kh := g.hashAddr(key)
-	apply := func(old heads, _ bool) (heads, bool) {
-		before = old.many()
-		hd := f(old)
+	apply := func(old bhash.Val[sock.Entry], _ bool) (bhash.Val[sock.Entry], bool) {
+		before = heads(old).many()
+		hd := f(heads(old))
 		after = hd.many()
-		return hd, hd.first != nil
+		return bhash.Val[sock.Entry](hd), hd.First != nil
 	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}

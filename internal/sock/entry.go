@@ -91,8 +91,7 @@ type Face struct {
 	Group *Group
 
 	// Ref is what a lookup returns, held here by value so that a lookup
-	// that scores this Face, in an entry or in an index node's copy, has
-	// its answer without a further load. Every state of one socket has
+	// that scores this Face has its answer without a further load. Every state of one socket has
 	// the same Ref.
 	Ref Ref
 	// Seq orders entries for ties: larger is more recently bound (or
