@@ -52,6 +52,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/udpdemux/udpdemux/internal/cow"
 )
 
 const (
@@ -83,11 +85,7 @@ type Val[E any] struct {
 }
 
 // onode is a key in a line's overflow chain; immutable once published.
-type onode[E any] struct {
-	hash uint64
-	next *onode[E]
-	val  Val[E]
-}
+type onode[E any] = cow.Node[Val[E]]
 
 // line is one cache line of keys: byte j of word is the tag of position
 // j (0 if it is free), and its top bit is the forwarding bit.
@@ -187,9 +185,9 @@ func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
 			return Val[E]{First: e}, true
 		}
 	}
-	for n := p.l.over.Load(); n != nil; n = n.next {
-		if n.hash == h && p.is(n.val.First, k) {
-			return n.val, true
+	for n := p.l.over.Load(); n != nil; n = n.Next {
+		if n.Hash == h && p.is(n.Val.First, k) {
+			return n.Val, true
 		}
 	}
 	return Val[E]{}, false
@@ -239,8 +237,8 @@ func update[K any, E any](l *line[E], w, tag, h uint64, k K, is func(*E, K) bool
 	head := l.over.Load()
 	var on *onode[E]
 	if pos < 0 {
-		for n := head; n != nil; n = n.next {
-			if n.hash == h && is(n.val.First, k) {
+		for n := head; n != nil; n = n.Next {
+			if n.Hash == h && is(n.Val.First, k) {
 				on = n
 				break
 			}
@@ -251,7 +249,7 @@ func update[K any, E any](l *line[E], w, tag, h uint64, k K, is func(*E, K) bool
 	case pos >= 0:
 		old.First = l.first[pos].Load()
 	case on != nil:
-		old = on.val
+		old = on.Val
 	}
 	v, keep := f(old, pos >= 0 || on != nil)
 	switch {
@@ -261,7 +259,7 @@ func update[K any, E any](l *line[E], w, tag, h uint64, k K, is func(*E, K) bool
 		if keep {
 			// More pointers: to the chain, published before the tag
 			// goes.
-			l.over.Store(&onode[E]{hash: h, next: head, val: v})
+			l.over.Store(&onode[E]{Hash: h, Next: head, Val: v})
 		}
 		l.word.Store(w &^ (0xff << (8 * pos)))
 		l.first[pos].Store(nil)
@@ -269,9 +267,9 @@ func update[K any, E any](l *line[E], w, tag, h uint64, k K, is func(*E, K) bool
 			return -1
 		}
 	case on != nil && keep:
-		l.over.Store(replace(head, on, &onode[E]{hash: h, val: v}))
+		l.over.Store(cow.Replace(head, on, &onode[E]{Hash: h, Val: v}))
 	case on != nil:
-		l.over.Store(replace(head, on, nil))
+		l.over.Store(cow.Replace(head, on, nil))
 		return -1
 	case keep:
 		add(l, w, tag, h, v)
@@ -292,29 +290,7 @@ func add[E any](l *line[E], w, tag, h uint64, v Val[E]) {
 			}
 		}
 	}
-	l.over.Store(&onode[E]{hash: h, next: l.over.Load(), val: v})
-}
-
-// replace returns the chain from head with old replaced by n (removed if
-// n is nil), copying the nodes ahead of old and sharing those after it.
-func replace[E any](head, old, n *onode[E]) *onode[E] {
-	rest := old.next
-	if n != nil {
-		n.next = rest
-		rest = n
-	}
-	if head == old {
-		return rest
-	}
-	first := &onode[E]{hash: head.hash, val: head.val}
-	last := first
-	for x := head.next; x != old; x = x.next {
-		c := &onode[E]{hash: x.hash, val: x.val}
-		last.next = c
-		last = c
-	}
-	last.next = rest
-	return first
+	l.over.Store(&onode[E]{Hash: h, Next: l.over.Load(), Val: v})
 }
 
 // maybeResize grows the table past maxLoad keys a line on average, and
@@ -366,8 +342,8 @@ func (m *Map[K, E]) resize(t *table[E], n int) {
 					nt.put(m.hash(e), Val[E]{First: e})
 				}
 			}
-			for x := l.over.Load(); x != nil; x = x.next {
-				nt.put(x.hash, x.val)
+			for x := l.over.Load(); x != nil; x = x.Next {
+				nt.put(x.Hash, x.Val)
 			}
 		}
 		for s := i; s < i+step; s++ {
@@ -419,8 +395,8 @@ func (m *Map[K, E]) walk(t *table[E], i uint64, shift uint8, want uint64, f func
 			return false
 		}
 	}
-	for x := l.over.Load(); x != nil; x = x.next {
-		if x.hash>>shift == want && !f(x.val) {
+	for x := l.over.Load(); x != nil; x = x.Next {
+		if x.Hash>>shift == want && !f(x.Val) {
 			return false
 		}
 	}
@@ -458,8 +434,8 @@ func (m *Map[K, E]) Check() error {
 				n++
 			}
 		}
-		for x := l.over.Load(); x != nil; x = x.next {
-			if x.val.First == nil || m.hash(x.val.First) != x.hash || x.hash>>t.shift != uint64(i) {
+		for x := l.over.Load(); x != nil; x = x.Next {
+			if x.Val.First == nil || m.hash(x.Val.First) != x.Hash || x.Hash>>t.shift != uint64(i) {
 				return fmt.Errorf("line %d: an overflow node's hash is not its key's, or its line", i)
 			}
 			n++

@@ -11,16 +11,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/internal/indextest"
 )
 
-func mix(k int) uint64 {
-	x := uint64(k) + 0x9e3779b97f4a7c15
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
-}
+var mix = indextest.Hash
 
 // kv is the tests' pointee: it names its key, as New requires.
 type kv struct{ k, v int }
@@ -53,6 +48,17 @@ func (m tmap) putVal(k, v, more int) {
 
 func (m tmap) del(k int) {
 	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
+}
+
+// putThenDelete puts keys 0 to n-1, each as its own value, then deletes
+// them: a grow and a shrink, or several.
+func (m tmap) putThenDelete(n int) {
+	for k := range n {
+		m.put(k, k)
+	}
+	for k := range n {
+		m.del(k)
+	}
 }
 
 // get returns k's first value and how many more it has.
@@ -173,7 +179,7 @@ func TestRestToChain(t *testing.T) {
 	v, more, ok = m.get(1)
 	require.True(t, ok)
 	assert.Equal(t, [2]int{20, 0}, [2]int{v, more})
-	assert.Same(t, l.over.Load().val.First, mustFirst(t, m, 1), "still in the chain")
+	assert.Same(t, l.over.Load().Val.First, mustFirst(t, m, 1), "still in the chain")
 	require.NoError(t, m.Check())
 	m.del(1)
 	assert.Nil(t, l.over.Load())
@@ -193,7 +199,7 @@ func TestCheckFinds(t *testing.T) {
 		{"count", func(m tmap, l *line[kv]) { m.count.Add(1) }},
 		{"chain hash", func(m tmap, l *line[kv]) {
 			n := *l.over.Load()
-			n.hash++
+			n.Hash++
 			l.over.Store(&n)
 		}},
 	}
@@ -221,7 +227,7 @@ func TestResizeUnderReaders(t *testing.T) {
 		m.putVal(k, k+1, k%2)
 	}
 	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	stop := startReaders(2, 7, func(rng *rand.Rand) (fails int) {
+	stop := indextest.StartReaders(2, 7, func(rng *rand.Rand) (fails int) {
 		k := rng.IntN(stable)
 		if v, more, ok := m.get(k); !ok || v != k+1 || more != k%2 {
 			fails++
@@ -269,7 +275,7 @@ func TestMovesUnderReaders(t *testing.T) {
 	// movers[s] is the key (shifted left once) that mover s has present,
 	// with the low bit set, or 0 while it has none.
 	var moving [movers]atomic.Uint64
-	stop := startReaders(2, 11, func(rng *rand.Rand) (fails int) {
+	stop := indextest.StartReaders(2, 11, func(rng *rand.Rand) (fails int) {
 		if k := rng.IntN(stable); !has(m, k) {
 			fails++
 		}
@@ -333,7 +339,7 @@ func TestAddedDuringResize(t *testing.T) {
 	m := newMap(mix)
 	const base = 1 << 20 // the second writer's keys: base, base+1, …
 	var added atomic.Int64
-	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
+	stop := indextest.StartReaders(2, 9, func(rng *rand.Rand) (fails int) {
 		if n := added.Load(); n > 0 {
 			k := base + int(rng.Int64N(n))
 			if v, _, ok := m.get(k); !ok || v != k {
@@ -355,12 +361,7 @@ func TestAddedDuringResize(t *testing.T) {
 	}()
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
-		for k := range 20000 {
-			m.put(k, k)
-		}
-		for k := range 20000 {
-			m.del(k)
-		}
+		m.putThenDelete(20000)
 	}
 	done.Store(true)
 	wg.Wait()
@@ -401,13 +402,7 @@ func TestWritesDuringShrink(t *testing.T) {
 	}
 	rounds := 0
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
-		// 2 → 32 lines and back.
-		for k := range 120 {
-			m.put(k, k)
-		}
-		for k := range 120 {
-			m.del(k)
-		}
+		m.putThenDelete(120) // 2 → 32 lines and back
 	}
 	done.Store(true)
 	wg.Wait()
@@ -416,32 +411,6 @@ func TestWritesDuringShrink(t *testing.T) {
 	assert.Positive(t, writes.Load())
 	assert.Zero(t, m.Len(), "keys left after every one was deleted")
 	require.NoError(t, m.Check())
-}
-
-// startReaders starts n goroutines that call read, each with a random
-// source of its own seeded from seed, until the returned stop is called;
-// stop waits for them and returns how many reads they made and the sum of
-// the wrong answers read reported.
-func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
-	var halt atomic.Bool
-	var wg sync.WaitGroup
-	var nreads, nfails atomic.Int64
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), seed))
-			for !halt.Load() {
-				nfails.Add(int64(read(rng)))
-				nreads.Add(1)
-			}
-		}()
-	}
-	return func() (int64, int64) {
-		halt.Store(true)
-		wg.Wait()
-		return nreads.Load(), nfails.Load()
-	}
 }
 
 func BenchmarkGet(b *testing.B) {

@@ -43,6 +43,8 @@ package rhash
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/udpdemux/udpdemux/internal/cow"
 )
 
 // minSlots is the smallest table; a map never shrinks below it.
@@ -50,11 +52,7 @@ const minSlots = 8
 
 // node is one key of a chain. Nodes are immutable once published. The
 // key is not in the node: the value names it (see New).
-type node[K any, V any] struct {
-	hash uint64
-	next *node[K, V]
-	val  V
-}
+type node[K any, V any] = cow.Node[V]
 
 // table is one generation of slots.
 type table[K any, V any] struct {
@@ -121,8 +119,8 @@ func (t *table[K, V]) setTags(i uint64, b uint64) {
 // tagsOf returns the tag byte of the chain from n in t.
 func (t *table[K, V]) tagsOf(n *node[K, V]) uint64 {
 	var b uint64
-	for ; n != nil; n = n.next {
-		b |= t.tag(n.hash)
+	for ; n != nil; n = n.Next {
+		b |= t.tag(n.Hash)
 	}
 	return b
 }
@@ -199,9 +197,9 @@ func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 // Find returns a pointer to the value of key k, whose hash is h, in c, or
 // nil; see Ref.
 func (c Chain[K, V]) Find(h uint64, k K) *V {
-	for n := c.n; n != nil; n = n.next {
-		if n.hash == h && c.is(&n.val, k) {
-			return &n.val
+	for n := c.n; n != nil; n = n.Next {
+		if n.Hash == h && c.is(&n.Val, k) {
+			return &n.Val
 		}
 	}
 	return nil
@@ -224,56 +222,34 @@ func (m *Map[K, V]) Update(h uint64, k K, f func(old V, ok bool) (v V, keep bool
 			continue
 		}
 		var old *node[K, V]
-		for n := head; n != nil; n = n.next {
-			if n.hash == h && m.is(&n.val, k) {
+		for n := head; n != nil; n = n.Next {
+			if n.Hash == h && m.is(&n.Val, k) {
 				old = n
 				break
 			}
 		}
 		var cur V
 		if old != nil {
-			cur = old.val
+			cur = old.Val
 		}
 		v, keep := f(cur, old != nil)
 		switch {
 		case old != nil && keep:
-			t.slot(i).Store(replace(head, old, &node[K, V]{hash: h, val: v}))
+			t.slot(i).Store(cow.Replace(head, old, &node[K, V]{Hash: h, Val: v}))
 		case old != nil:
-			rest := replace(head, old, nil)
+			rest := cow.Replace(head, old, nil)
 			t.slot(i).Store(rest)
 			t.setTags(i, t.tagsOf(rest))
 			m.count.Add(-1)
 		case keep:
 			t.setTags(i, t.tagsOf(head)|t.tag(h))
-			t.slot(i).Store(&node[K, V]{hash: h, val: v, next: head})
+			t.slot(i).Store(&node[K, V]{Hash: h, Val: v, Next: head})
 			m.count.Add(1)
 		}
 		t.lock(i).Unlock()
 		m.maybeResize()
 		return
 	}
-}
-
-// replace returns the chain from head with old replaced by n (removed if
-// n is nil), copying the nodes ahead of old and sharing those after it.
-func replace[K any, V any](head, old, n *node[K, V]) *node[K, V] {
-	rest := old.next
-	if n != nil {
-		n.next = rest
-		rest = n
-	}
-	if head == old {
-		return rest
-	}
-	first := &node[K, V]{hash: head.hash, val: head.val}
-	last := first
-	for x := head.next; x != old; x = x.next {
-		c := &node[K, V]{hash: x.hash, val: x.val}
-		last.next = c
-		last = c
-	}
-	last.next = rest
-	return first
 }
 
 // maybeResize grows the table past one key per slot on average, and
@@ -305,12 +281,12 @@ func (m *Map[K, V]) grow(t *table[K, V]) {
 	for i := range uint64(t.n) {
 		t.lock(i).Lock()
 		var lo, hi *node[K, V]
-		for n := t.slot(i).Load(); n != nil; n = n.next {
-			c := &node[K, V]{hash: n.hash, val: n.val}
-			if n.hash>>nt.shift&1 == 0 {
-				c.next, lo = lo, c
+		for n := t.slot(i).Load(); n != nil; n = n.Next {
+			c := &node[K, V]{Hash: n.Hash, Val: n.Val}
+			if n.Hash>>nt.shift&1 == 0 {
+				c.Next, lo = lo, c
 			} else {
-				c.next, hi = hi, c
+				c.Next, hi = hi, c
 			}
 		}
 		nt.setTags(2*i, nt.tagsOf(lo))
@@ -342,8 +318,8 @@ func (m *Map[K, V]) shrink(t *table[K, V]) {
 		}
 		var merged *node[K, V]
 		for _, s := range []uint64{a, b} {
-			for n := t.slot(s).Load(); n != nil; n = n.next {
-				merged = &node[K, V]{hash: n.hash, val: n.val, next: merged}
+			for n := t.slot(s).Load(); n != nil; n = n.Next {
+				merged = &node[K, V]{Hash: n.Hash, Val: n.Val, Next: merged}
 			}
 		}
 		nt.setTags(j, nt.tagsOf(merged))
@@ -385,8 +361,8 @@ func (m *Map[K, V]) walk(t *table[K, V], j int, shift uint8, want uint64, f func
 		}
 		return m.walk(nt, j/2, shift, want, f)
 	}
-	for ; n != nil; n = n.next {
-		if n.hash>>shift == want && !f(n.val) {
+	for ; n != nil; n = n.Next {
+		if n.Hash>>shift == want && !f(n.Val) {
 			return false
 		}
 	}

@@ -9,16 +9,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/internal/indextest"
 )
 
-func hashOf(k int) uint64 {
-	x := uint64(k) + 0x9e3779b97f4a7c15
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
-}
+var hashOf = indextest.Hash
 
 // kv is the tests' value: a value that names its key, as New requires.
 type kv struct{ k, v int }
@@ -153,7 +148,7 @@ func TestResizeUnderReaders(t *testing.T) {
 		put(m, k, k+1)
 	}
 	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	stop := startReaders(2, 7, func(rng *rand.Rand) (fails int) {
+	stop := indextest.StartReaders(2, 7, func(rng *rand.Rand) (fails int) {
 		k := rng.IntN(stable)
 		if v, ok := get(m, k); !ok || v != k+1 {
 			fails++
@@ -195,7 +190,7 @@ func TestAddedDuringResize(t *testing.T) {
 	m := newMap()
 	const base = 1 << 20 // the second writer's keys: base, base+1, …
 	var added atomic.Int64
-	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
+	stop := indextest.StartReaders(2, 9, func(rng *rand.Rand) (fails int) {
 		if n := added.Load(); n > 0 {
 			k := base + int(rng.Int64N(n))
 			if v, ok := get(m, k); !ok || v != k {
@@ -226,32 +221,6 @@ func TestAddedDuringResize(t *testing.T) {
 	reads, fails := stop()
 	assert.Zero(t, fails, "missed keys among %d reads", reads)
 	assert.Positive(t, added.Load())
-}
-
-// startReaders starts n goroutines that call read, each with a random
-// source of its own seeded from seed, until the returned stop is called;
-// stop waits for them and returns how many reads they made and the sum of
-// the wrong answers read reported.
-func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
-	var halt atomic.Bool
-	var wg sync.WaitGroup
-	var nreads, nfails atomic.Int64
-	for r := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(r), seed))
-			for !halt.Load() {
-				nfails.Add(int64(read(rng)))
-				nreads.Add(1)
-			}
-		}()
-	}
-	return func() (int64, int64) {
-		halt.Store(true)
-		wg.Wait()
-		return nreads.Load(), nfails.Load()
-	}
 }
 
 func BenchmarkGet(b *testing.B) {
