@@ -9,8 +9,8 @@ import (
 
 // valueRep is where a table keeps its sockets' values in their sock.Refs.
 // A lookup reads the value from the Ref it found, which sits in memory it
-// has just read (the winner's entry), so that small values and pointers cost no further load. Only
-// values that fit neither word are boxed.
+// has just read (the winner's entry), so that small values and pointers
+// cost no further load. Only values that fit neither word are boxed.
 type valueRep uint8
 
 const (

@@ -43,8 +43,8 @@
 // Every write concerns one port and holds that port record's lock, which
 // serializes all changes to the port's sockets, classes, groups and
 // summaries. Index lines have their own locks, taken inside the port lock
-// one at a time, and never the other way round. A record found dead after locking (its last socket
-// left) is retried.
+// one at a time, and never the other way round. A record found dead after
+// locking (its last socket left) is retried.
 //
 // # Bind checks
 //
