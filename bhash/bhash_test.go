@@ -50,17 +50,6 @@ func (m tmap) del(k int) {
 	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
 }
 
-// putThenDelete puts keys 0 to n-1, each as its own value, then deletes
-// them: a grow and a shrink, or several.
-func (m tmap) putThenDelete(n int) {
-	for k := range n {
-		m.put(k, k)
-	}
-	for k := range n {
-		m.del(k)
-	}
-}
-
 // get returns k's first value and how many more it has.
 func (m tmap) get(k int) (v, more int, ok bool) {
 	x, ok := m.Get(m.hf(k), k)
@@ -216,47 +205,41 @@ func TestCheckFinds(t *testing.T) {
 	}
 }
 
-// TestResizeUnderReaders: while writers add and remove keys, growing and
-// shrinking the table many times, readers must always find the keys that
-// never change, with their values, and never find a key deleted before the
-// read began.
+// TestResizeUnderReaders, TestAddedDuringResize, TestWritesDuringShrink:
+// the concurrency tests every resizing index passes (package indextest),
+// with every other key holding more pointers than its first, so that keys
+// live in positions and in chains; the map must then pass Check. A
+// shrink's 120 keys take the map from 2 to 32 lines and back.
 func TestResizeUnderReaders(t *testing.T) {
 	m := newMap(mix)
-	const stable = 64
-	for k := range stable {
-		m.putVal(k, k+1, k%2)
-	}
-	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	stop := indextest.StartReaders(2, 7, func(rng *rand.Rand) (fails int) {
-		k := rng.IntN(stable)
-		if v, more, ok := m.get(k); !ok || v != k+1 || more != k%2 {
-			fails++
-		}
-		c := stable + rng.IntN(1<<16-stable)
-		if gone[c].Load() {
-			if _, _, ok := m.get(c); ok {
-				fails++
-			}
-		}
-		return fails
-	})
-	deadline := time.Now().Add(2 * time.Second)
-	next := stable
-	for time.Now().Before(deadline) && next+5000 < 1<<16 {
-		for k := next; k < next+5000; k++ {
-			m.putVal(k, k+1, k%3/2)
-		}
-		for k := next; k < next+5000; k++ {
-			m.del(k)
-			gone[k].Store(true)
-		}
-		next += 5000
-	}
-	reads, fails := stop()
-	assert.Zero(t, fails, "wrong reads among %d", reads)
-	assert.Positive(t, reads)
-	assert.Equal(t, stable, m.Len())
+	indextest.ResizeUnderReaders(t, imap{m})
 	require.NoError(t, m.Check())
+}
+
+func TestAddedDuringResize(t *testing.T) {
+	m := newMap(mix)
+	indextest.AddedDuringResize(t, imap{m})
+	require.NoError(t, m.Check())
+}
+
+func TestWritesDuringShrink(t *testing.T) {
+	m := newMap(mix)
+	indextest.WritesDuringShrink(t, imap{m}, 120)
+	require.NoError(t, m.Check())
+}
+
+// imap is a tmap as indextest sees it: key k holds k%2 more pointers, and
+// Get reports a value only with that many.
+type imap struct{ tmap }
+
+func (m imap) Put(k, v int) { m.putVal(k, v, k%2) }
+func (m imap) Del(k int)    { m.del(k) }
+func (m imap) Get(k int) (int, bool) {
+	v, more, ok := m.get(k)
+	if ok && more != k%2 {
+		return -1, true // a value, but not the one stored
+	}
+	return v, ok
 }
 
 // TestMovesUnderReaders: keys that writers move from their positions to
@@ -328,89 +311,6 @@ func TestMovesUnderReaders(t *testing.T) {
 func has(m tmap, k int) bool {
 	x, ok := m.Get(m.hf(k), k)
 	return ok && x.First.v == k
-}
-
-// TestAddedDuringResize: keys that one writer adds while another grows
-// and shrinks the table (by 20 000 keys a round, past the first writer's
-// few thousand), many of them into lines already forwarded, are found by
-// every lookup that begins after they were added, also by one that still
-// reads the table being replaced.
-func TestAddedDuringResize(t *testing.T) {
-	m := newMap(mix)
-	const base = 1 << 20 // the second writer's keys: base, base+1, …
-	var added atomic.Int64
-	stop := indextest.StartReaders(2, 9, func(rng *rand.Rand) (fails int) {
-		if n := added.Load(); n > 0 {
-			k := base + int(rng.Int64N(n))
-			if v, _, ok := m.get(k); !ok || v != k {
-				fails++
-			}
-		}
-		return fails
-	})
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for k := base; !done.Load(); k++ {
-			m.putVal(k, k, k%2)
-			added.Add(1)
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
-		m.putThenDelete(20000)
-	}
-	done.Store(true)
-	wg.Wait()
-	reads, fails := stop()
-	assert.Zero(t, fails, "missed keys among %d reads", reads)
-	assert.Positive(t, added.Load())
-	require.NoError(t, m.Check())
-}
-
-// TestWritesDuringShrink: one writer grows a small map and shrinks it
-// back again and again, while two others each put a key, read it back,
-// delete it and check it gone. A write to a line of a pair being merged
-// would be lost, or land in a line already forwarded, unless the merge
-// holds the pair's lock.
-func TestWritesDuringShrink(t *testing.T) {
-	m := newMap(mix)
-	var done atomic.Bool
-	var lost, writes atomic.Int64
-	var wg sync.WaitGroup
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			base := (w + 1) << 20
-			for v := 1; !done.Load(); v++ {
-				k := base + v%4096
-				m.put(k, v)
-				if got, _, ok := m.get(k); !ok || got != v {
-					lost.Add(1)
-				}
-				m.del(k)
-				if _, _, ok := m.get(k); ok {
-					lost.Add(1)
-				}
-				writes.Add(2)
-			}
-		}()
-	}
-	rounds := 0
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
-		m.putThenDelete(120) // 2 → 32 lines and back
-	}
-	done.Store(true)
-	wg.Wait()
-	t.Logf("%d rounds of grows and shrinks, %d writes beside them", rounds, writes.Load())
-	assert.Zero(t, lost.Load(), "writes lost")
-	assert.Positive(t, writes.Load())
-	assert.Zero(t, m.Len(), "keys left after every one was deleted")
-	require.NoError(t, m.Check())
 }
 
 func BenchmarkGet(b *testing.B) {

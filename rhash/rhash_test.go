@@ -2,10 +2,7 @@ package rhash
 
 import (
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,17 +36,6 @@ func lookup(m *Map[int, kv], h uint64, k int) (int, bool) {
 func put(m *Map[int, kv], k, v int)          { set(m, hashOf(k), k, v) }
 func del(m *Map[int, kv], k int)             { unset(m, hashOf(k), k) }
 func get(m *Map[int, kv], k int) (int, bool) { return lookup(m, hashOf(k), k) }
-
-// putThenDelete puts keys 0 to n-1, each as its own value, then deletes
-// them: a grow and a shrink, or several.
-func putThenDelete(m *Map[int, kv], n int) {
-	for k := range n {
-		put(m, k, k)
-	}
-	for k := range n {
-		del(m, k)
-	}
-}
 
 func TestGrowShrink(t *testing.T) {
 	m := newMap()
@@ -137,91 +123,22 @@ func TestTags(t *testing.T) {
 	assert.True(t, m.TagsExact())
 }
 
-// TestResizeUnderReaders: while writers add and remove keys, growing and
-// shrinking the table many times, readers must always find the keys that
-// never change, with their values, and never find a key deleted before the
-// read began.
-func TestResizeUnderReaders(t *testing.T) {
-	m := newMap()
-	const stable = 64
-	for k := range stable {
-		put(m, k, k+1)
-	}
-	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	stop := indextest.StartReaders(2, 7, func(rng *rand.Rand) (fails int) {
-		k := rng.IntN(stable)
-		if v, ok := get(m, k); !ok || v != k+1 {
-			fails++
-		}
-		c := stable + rng.IntN(1<<16-stable)
-		if gone[c].Load() {
-			if _, ok := get(m, c); ok {
-				fails++
-			}
-		}
-		return fails
-	})
-	deadline := time.Now().Add(2 * time.Second)
-	next := stable
-	for time.Now().Before(deadline) && next+5000 < 1<<16 {
-		// Grow by 5000 keys, then delete them all: several grows and
-		// shrinks per round.
-		for k := next; k < next+5000; k++ {
-			put(m, k, k+1)
-		}
-		for k := next; k < next+5000; k++ {
-			del(m, k)
-			gone[k].Store(true)
-		}
-		next += 5000
-	}
-	reads, fails := stop()
-	assert.Zero(t, fails, "wrong reads among %d", reads)
-	assert.Positive(t, reads)
-	assert.Equal(t, stable, m.Len())
-}
+// TestResizeUnderReaders, TestAddedDuringResize, TestWritesDuringShrink:
+// the concurrency tests every resizing index passes (package indextest).
+// A shrink's 60 keys take the map from 8 to 64 slots and back: every
+// size's table has pairs that straddle two lines, whose locks the merge
+// must both hold.
+func TestResizeUnderReaders(t *testing.T) { indextest.ResizeUnderReaders(t, imap{newMap()}) }
+func TestAddedDuringResize(t *testing.T)  { indextest.AddedDuringResize(t, imap{newMap()}) }
+func TestWritesDuringShrink(t *testing.T) { indextest.WritesDuringShrink(t, imap{newMap()}, 60) }
 
-// TestAddedDuringResize: keys that one writer adds while another grows
-// and shrinks the table (by 20 000 keys a round, past the first writer's
-// few thousand), many of them into slots already forwarded, are
-// found by every lookup that begins after they were added, also by one
-// that still reads the table being replaced.
-func TestAddedDuringResize(t *testing.T) {
-	m := newMap()
-	const base = 1 << 20 // the second writer's keys: base, base+1, …
-	var added atomic.Int64
-	stop := indextest.StartReaders(2, 9, func(rng *rand.Rand) (fails int) {
-		if n := added.Load(); n > 0 {
-			k := base + int(rng.Int64N(n))
-			if v, ok := get(m, k); !ok || v != k {
-				fails++
-			}
-		}
-		return fails
-	})
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		// About one key a millisecond, so that the keys stay few enough
-		// for the table to shrink too, and many land during a resize.
-		for k := base; !done.Load(); k++ {
-			put(m, k, k)
-			added.Add(1)
-			time.Sleep(time.Millisecond)
-		}
-	}()
-	deadline := time.Now().Add(2 * time.Second)
-	for round := 0; time.Now().Before(deadline); round++ {
-		putThenDelete(m, 20000)
-	}
-	done.Store(true)
-	wg.Wait()
-	reads, fails := stop()
-	assert.Zero(t, fails, "missed keys among %d reads", reads)
-	assert.Positive(t, added.Load())
-}
+// imap is the tests' map as indextest sees it.
+type imap struct{ m *Map[int, kv] }
+
+func (m imap) Put(k, v int)               { put(m.m, k, v) }
+func (m imap) Del(k int)                  { del(m.m, k) }
+func (m imap) Get(k int) (v int, ok bool) { return get(m.m, k) }
+func (m imap) Len() int                   { return m.m.Len() }
 
 func BenchmarkGet(b *testing.B) {
 	for _, n := range []int{16, 1 << 20} {
@@ -252,55 +169,5 @@ func itoa(n int) string {
 		if n == 0 {
 			return s
 		}
-	}
-}
-
-// TestWritesDuringShrink: one writer grows a small map and shrinks it
-// back again and again, while two others each put a key, read it back,
-// delete it and check it gone, going through keys that fall in every
-// slot, with one key each at most, so that the map can shrink. A shrink
-// merges slot pairs that may lie in two lines, whose locks it must both
-// hold: a write to the second slot of a pair while it is merged would be
-// lost (the merge has read the slot's old chain) or would land in a slot
-// already forwarded.
-func TestWritesDuringShrink(t *testing.T) {
-	m := newMap()
-	var done atomic.Bool
-	var lost, writes atomic.Int64
-	var wg sync.WaitGroup
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			base := (w + 1) << 20
-			for v := 1; !done.Load(); v++ {
-				k := base + v%4096
-				put(m, k, v)
-				if got, ok := get(m, k); !ok || got != v {
-					lost.Add(1)
-				}
-				del(m, k)
-				if _, ok := get(m, k); ok {
-					lost.Add(1)
-				}
-				writes.Add(2)
-			}
-		}()
-	}
-	rounds := 0
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
-		// 8 → 64 slots and back (below 8 keys): every size's table
-		// has pairs that straddle two lines.
-		putThenDelete(m, 60)
-	}
-	done.Store(true)
-	wg.Wait()
-	t.Logf("%d rounds of grows and shrinks, %d writes beside them", rounds, writes.Load())
-	assert.Zero(t, lost.Load(), "writes lost")
-	assert.Positive(t, writes.Load())
-	assert.Zero(t, m.Len(), "keys left after every one was deleted")
-	for k := range 60 {
-		_, ok := get(m, k)
-		assert.False(t, ok, "deleted key %d found", k)
 	}
 }
