@@ -1,8 +1,9 @@
 // Package rhash is a hash index that grows and shrinks with what it holds
 // while lookups run. Lookups take no lock, never wait and never miss a key
 // that is present throughout; writers lock the line of seven slots that
-// holds theirs (two lines while a shrink merges a pair across them). It is an implementation package of udpdemux, with no
-// compatibility promise.
+// holds theirs (two lines while a shrink merges a pair across them).
+// udpdemux's growing tables keep their port records in one. It is an
+// implementation package of udpdemux, with no compatibility promise.
 //
 // # How it resizes without stopping readers
 //
@@ -136,11 +137,8 @@ type Map[K any, V any] struct {
 
 // New returns an empty map of values that name their keys: is reports
 // whether value v is stored under key k. A node then holds its value, its
-// hash and its link, not a second copy of the key: udpdemux's index values
-// already name their key, and a copy would take their nodes past 128
-// bytes, a size class whose objects each fill two whole cache lines. is
-// runs only on a value whose hash matched, and so nearly always on the
-// one sought: it should compare what tells keys apart, field by field.
+// hash and its link, not a second copy of the key. is runs only on a value
+// whose hash matched, and so nearly always on the one sought.
 func New[K any, V any](is func(v *V, k K) bool) *Map[K, V] {
 	m := &Map[K, V]{moved: new(node[K, V]), is: is}
 	m.tab.Store(newTable[K, V](minSlots))
@@ -153,56 +151,31 @@ func (m *Map[K, V]) Len() int { return int(m.count.Load()) }
 // Slots returns the number of slots of the current table.
 func (m *Map[K, V]) Slots() int { return m.tab.Load().n }
 
-// Get returns the value of key k, whose hash is h. It takes no lock.
+// Get returns the value of key k, whose hash is h. It takes no lock, and
+// the value it returns was k's at some moment during the call: chains are
+// immutable, so the one it walks stays consistent however the map changes.
 func (m *Map[K, V]) Get(h uint64, k K) (V, bool) {
-	if p := m.Ref(h, k); p != nil {
-		return *p, true
-	}
-	var zero V
-	return zero, false
-}
-
-// Ref returns a pointer to the value of key k, whose hash is h, or nil. The
-// value is immutable: a write replaces it, and the pointer keeps showing
-// the value of the moment it was found. It takes no lock, and spares a
-// large value's copy.
-func (m *Map[K, V]) Ref(h uint64, k K) *V { return m.Chain(h).Find(h, k) }
-
-// Chain is the chain of one slot as a reader found it: immutable, so it
-// stays consistent however the map changes after.
-type Chain[K any, V any] struct {
-	n  *node[K, V]
-	is func(*V, K) bool
-}
-
-// Chain returns the chain that holds the keys of hash h: the first half of
-// Ref, which loads the slot. A batch of lookups takes it for every key
-// before it walks any chain (Find), so that their cache misses overlap.
-func (m *Map[K, V]) Chain(h uint64) Chain[K, V] {
 	t := m.tab.Load()
 	for {
 		i := h >> t.shift
 		l := &t.lines[i/7]
 		if l.tags.Load()>>(8*(i%7))&t.tag(h) == 0 {
-			return Chain[K, V]{}
+			break
 		}
 		n := l.slots[i%7].Load()
-		if n != m.moved {
-			return Chain[K, V]{n, m.is}
+		if n == m.moved {
+			t = t.next.Load()
+			continue
 		}
-		t = t.next.Load()
-	}
-}
-
-// Find returns a pointer to the value of key k, whose hash is h, in c, or
-// nil; see Ref.
-func (c Chain[K, V]) Find(h uint64, k K) *V {
-	for n := c.n; n != nil; n = n.Next {
-		if n.Hash == h && c.is(&n.Val, k) {
-			return &n.Val
+		for ; n != nil; n = n.Next {
+			if n.Hash == h && m.is(&n.Val, k) {
+				return n.Val, true
+			}
 		}
+		break
 	}
-	return nil
+	var zero V
+	return zero, false
 }
 
 // Update sets the value of key k, whose hash is h, to what f returns
