@@ -407,11 +407,20 @@ func (m *Map[K, E]) walk(t *table[E], i uint64, shift uint8, want uint64, f func
 // Check returns an error if the current table breaks an invariant: a key
 // in a line its hash does not pick, a tag that is not its key's, a free
 // position that holds a pointer, a position that holds a value with more
-// pointers, a forwarded line, or a count that is not the keys'. Call it
-// when no write is in flight.
+// pointers, a first pointer held twice (a key kept in two places), a
+// forwarded line, or a count that is not the keys'. Call it when no write
+// is in flight.
 func (m *Map[K, E]) Check() error {
 	t := m.tab.Load()
 	var n int64
+	seen := map[*E]bool{}
+	once := func(e *E) bool {
+		if seen[e] {
+			return false
+		}
+		seen[e] = true
+		return true
+	}
 	for i := range t.lines {
 		l := &t.lines[i]
 		w := l.word.Load()
@@ -431,6 +440,8 @@ func (m *Map[K, E]) Check() error {
 				return fmt.Errorf("line %d: position %d is tagged and empty", i, j)
 			case m.hash(e)>>t.shift != uint64(i) || t.tag(m.hash(e)) != tg:
 				return fmt.Errorf("line %d: position %d's key or tag is not its hash's", i, j)
+			case !once(e):
+				return fmt.Errorf("line %d: position %d holds a value held elsewhere too", i, j)
 			default:
 				n++
 			}
@@ -438,6 +449,9 @@ func (m *Map[K, E]) Check() error {
 		for x := l.over.Load(); x != nil; x = x.Next {
 			if x.Val.First == nil || m.hash(x.Val.First) != x.Hash || x.Hash>>t.shift != uint64(i) {
 				return fmt.Errorf("line %d: an overflow node's hash is not its key's, or its line", i)
+			}
+			if !once(x.Val.First) {
+				return fmt.Errorf("line %d: an overflow node holds a value held elsewhere too", i)
 			}
 			n++
 		}

@@ -186,6 +186,16 @@ func TestCheckFinds(t *testing.T) {
 		{"tagged empty", func(m tmap, l *line[kv]) { l.first[0].Store(nil) }},
 		{"forwarded", func(m tmap, l *line[kv]) { l.word.Store(l.word.Load() | fwd) }},
 		{"count", func(m tmap, l *line[kv]) { m.count.Add(1) }},
+		{"key in a position and the chain", func(m tmap, l *line[kv]) {
+			n := *l.over.Load()
+			n.Val.First = l.first[0].Load()
+			n.Hash = m.hf(n.Val.First.k)
+			l.over.Store(&n)
+		}},
+		{"key in two positions", func(m tmap, l *line[kv]) {
+			l.first[1].Store(l.first[0].Load())
+			l.word.Store(l.word.Load()&^0xff00 | (l.word.Load()&0xff)<<8)
+		}},
 		{"chain hash", func(m tmap, l *line[kv]) {
 			n := *l.over.Load()
 			n.Hash++
