@@ -194,6 +194,27 @@ func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
 	return Val[E]{}, false
 }
 
+// Tagged returns the positions of p's line whose tag may be the key's:
+// the high bit of byte j is set for position j. Scan them with At, then
+// call Chained: a caller that checks keys itself, inline, spares Find's
+// call of the map's key function.
+func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
+
+// At returns the first pointer in the position of the lowest bit set in
+// b, a mask from Tagged; nil if the position was emptied since.
+func (p Probe[K, E]) At(b uint64) *E { return p.l.first[bits.TrailingZeros64(b)>>3].Load() }
+
+// Chained returns the value of key k, whose hash is h, in the overflow
+// chain of p's line, which Find searches after the positions.
+func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
+	for n := p.l.over.Load(); n != nil; n = n.Next {
+		if n.Hash == h && p.is(n.Val.First, k) {
+			return n.Val, true
+		}
+	}
+	return Val[E]{}, false
+}
+
 // Get returns the value of key k, whose hash is h. It takes no lock, and
 // the value it returns was k's at some moment during the call.
 func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).Find(h, k) }

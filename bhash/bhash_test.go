@@ -1,6 +1,7 @@
 package bhash
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -50,9 +51,25 @@ func (m tmap) del(k int) {
 	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
 }
 
-// get returns k's first value and how many more it has.
+// get returns k's first value and how many more it has. It searches
+// twice, with Get and with the probe's inline scan (Tagged, At, Chained),
+// and panics if they differ.
 func (m tmap) get(k int) (v, more int, ok bool) {
-	x, ok := m.Get(m.hf(k), k)
+	h := m.hf(k)
+	x, ok := m.Get(h, k)
+	p := m.Probe(h)
+	y, inline := Val[kv]{}, false
+	for b := p.Tagged(); b != 0 && !inline; b &= b - 1 {
+		if e := p.At(b); e != nil && e.k == k {
+			y, inline = Val[kv]{First: e}, true
+		}
+	}
+	if !inline {
+		y, inline = p.Chained(h, k)
+	}
+	if inline != ok || y.First != x.First || y.Rest != x.Rest {
+		panic(fmt.Sprintf("bhash: key %d: Get found %v %v, the inline scan %v %v", k, x, ok, y, inline))
+	}
 	if !ok {
 		return 0, 0, false
 	}
