@@ -2,7 +2,6 @@ package grow
 
 import (
 	"github.com/udpdemux/udpdemux/bhash"
-	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -28,7 +27,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 	var (
 		prs     [BatchMax]*portSlot
 		seqs    [BatchMax]uint32
-		khs     [BatchMax]uint64
+		hs      [BatchMax]uint64
 		probes  [BatchMax]bhash.Probe[addrKey, sock.Entry]
 		exact   [BatchMax]bhash.Val[sock.Entry]
 		indexed [BatchMax]bool
@@ -48,13 +47,13 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 		q := &qs[i]
 		indexed[i] = true
 		seqs[i] = pr.list.Seq.Read()
-		khs[i] = hash2.Hash64(g.seed, q.Dst)
-		probes[i] = g.addrs.Probe(g.addrHash(khs[i], q.DstPort))
+		hs[i] = g.addrHash(addrKey{q.Dst, q.DstPort})
+		probes[i] = g.addrs.Probe(hs[i])
 	}
 	for i := range n {
 		if indexed[i] {
 			q := &qs[i]
-			exact[i], _ = probes[i].Find(g.addrHash(khs[i], q.DstPort), addrKey{q.Dst, q.DstPort})
+			exact[i], _ = probes[i].Find(hs[i], addrKey{q.Dst, q.DstPort})
 		}
 	}
 	// Score the exact-address heads, side by side.
@@ -73,7 +72,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 			// A port small enough to scan: the single lookup.
 			r, _ = g.Lookup(q)
 		default:
-			e := g.finishBatch(pr, q, khs[i], &bests[i])
+			e := g.finishBatch(pr, q, &bests[i])
 			if pr.list.Seq.Changed(seqs[i]) {
 				r, _ = g.Lookup(q)
 			} else {
@@ -90,15 +89,15 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 // scored: the 4-tuple table, then the wildcard unless an exact-address
 // socket won. The winner is the same in any order of offers: the best
 // score, then the largest Seq.
-func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, kh uint64, b *lookup.Best) *sock.Face {
+func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, b *lookup.Best) *sock.Face {
 	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-		if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+		if hd, ok := g.conns.Get(g.connHash(&k), k); ok {
 			offer(b, hd, q)
 		}
 	}
 	if !b.Exact() {
-		if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+		if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
 			offer(b, hd, q)
 		}
 	}

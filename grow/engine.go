@@ -1,12 +1,13 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/bind"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/bhash"
+	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/rhash"
@@ -113,7 +114,6 @@ type Engine struct {
 
 	seed             uint64 // address hash seed
 	mulP, mulA, mulC uint64 // odd multipliers that finish each index's hash
-	wild             uint64 // hash2.Hash64 of the wildcard key
 	threshold        int
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
@@ -141,7 +141,6 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 	if threshold == AlwaysScan || threshold == AlwaysIndex {
 		g.summaryMin = threshold
 	}
-	g.wild = hash2.Hash64(g.seed, sock.Wild4)
 	g.addrs = bhash.New(addrIs, g.addrHashOf)
 	g.conns = bhash.New(connIs, g.connHashOf)
 	return g
@@ -152,31 +151,54 @@ func (g *Engine) Len() int { return int(g.entries.Load()) }
 
 func (g *Engine) portHash(p uint16) uint64 { return (uint64(p) + g.seed) * g.mulP }
 
-// addrHash finishes the hash of (address, port) from the address's hash.
-func (g *Engine) addrHash(ah uint64, port uint16) uint64 {
-	return (ah ^ uint64(port)) * g.mulA
+// addrHash returns the hash of the key k of addrs. An IPv4 key, 6 bytes,
+// takes two multiply-folds; an IPv6 key finishes its address's XXH64
+// (addrHash6).
+func (g *Engine) addrHash(k addrKey) uint64 {
+	if !k.addr.IsMapped() {
+		return g.addrHash6(k)
+	}
+	x := uint64(k.addr.V4())<<16 | uint64(k.port)
+	return fold(fold(x^g.seed, g.mulA)^g.mulP, x^g.mulC)
 }
 
-// connHash finishes the hash of a 4-tuple from its addresses' hashes.
-func (g *Engine) connHash(lh, rh uint64, lport, rport uint16) uint64 {
-	return (lh*g.mulA ^ rh ^ uint64(lport)<<16 ^ uint64(rport)) * g.mulC
+func (g *Engine) addrHash6(k addrKey) uint64 {
+	return (g.hashAddr(k.addr) ^ uint64(k.port)) * g.mulA
+}
+
+// connHash returns the hash of the 4-tuple k. An IPv4 4-tuple, 12 bytes,
+// takes two multiply-folds over its two words (the mixing of wyhash);
+// any other 4-tuple combines its addresses' XXH64s (connHash6).
+func (g *Engine) connHash(k *connKey) uint64 {
+	if !k.local.IsMapped() || !k.remote.IsMapped() {
+		return g.connHash6(k)
+	}
+	a := uint64(k.local.V4())<<32 | uint64(k.remote.V4())
+	b := uint64(k.lport)<<16 | uint64(k.rport)
+	return fold(fold(a^g.seed, b^g.mulC)^g.mulA, a^g.mulP)
+}
+
+func (g *Engine) connHash6(k *connKey) uint64 {
+	return (g.hashAddr(k.local)*g.mulA ^ g.hashAddr(k.remote) ^ uint64(k.lport)<<16 ^ uint64(k.rport)) * g.mulC
+}
+
+// fold multiplies a by b and folds the 128-bit product to 64 bits.
+func fold(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
 }
 
 // addrHashOf and connHashOf return the hash of e's key in addrs and conns.
 func (g *Engine) addrHashOf(e *sock.Entry) uint64 {
-	return g.addrHash(g.hashAddr(e.Key()), e.Port)
+	return g.addrHash(addrKeyOf(e))
 }
 
 func (g *Engine) connHashOf(e *sock.Entry) uint64 {
-	return g.connHash(g.hashAddr(e.Key()), g.hashAddr(e.Remote), e.Port, e.RemotePort)
+	k := connKeyOf(e)
+	return g.connHash(&k)
 }
 
-func (g *Engine) hashAddr(a sock.Addr16) uint64 {
-	if a == sock.Wild4 {
-		return g.wild
-	}
-	return hash2.Hash64(g.seed, a)
-}
+func (g *Engine) hashAddr(a sock.Addr16) uint64 { return hash2.Hash64(g.seed, a) }
 
 // LockPort returns port p's record, locked, making one if p holds no
 // socket. Release it with Unlock.

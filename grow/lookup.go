@@ -2,7 +2,6 @@ package grow
 
 import (
 	"github.com/udpdemux/udpdemux/bhash"
-	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -19,7 +18,7 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
 	if n, shared := pr.list.LenMarked(); n <= g.threshold {
 		return g.finish(pr, g.scan(pr, q, seq, shared), q), lookup.Primary
 	}
-	return g.finish(pr, g.indexed(pr, q, hash2.Hash64(g.seed, q.Dst)), q), lookup.Secondary
+	return g.finish(pr, g.indexed(pr, q), q), lookup.Secondary
 }
 
 // scan scans pr's chain for q. A 4-tuple match ends the scan, so that
@@ -55,28 +54,31 @@ func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 	return lookup.ReusePort(g.flowSeed, e, q)
 }
 
-// indexed searches the indexes for q, whose destination address hashes
-// to kh.
-func (g *Engine) indexed(pr *portSlot, q *lookup.Query, kh uint64) *sock.Face {
+// indexed searches the indexes for q.
+func (g *Engine) indexed(pr *portSlot, q *lookup.Query) *sock.Face {
 	for {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()
 		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
-				offer(&b, hd, q)
+			if hd, ok := g.getConn(k); ok {
 				// A connected socket bound to the destination beats
-				// every unconnected one.
+				// every unconnected one; a key with one class has
+				// one candidate, its newest entry.
+				if hd.Rest == nil && lookup.Exact(&hd.First.Face, q) {
+					return &hd.First.Face
+				}
+				offer(&b, hd, q)
 				if b.Exact() {
 					return b.E
 				}
 			}
 		}
-		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); ok {
+		if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
 			offer(&b, hd, q)
 		}
 		if !b.Exact() && q.Dst != sock.Wild4 {
-			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+			if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
 				offer(&b, hd, q)
 			}
 		}
@@ -111,22 +113,21 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 		}
 		return rs, lookup.Primary
 	}
-	kh := hash2.Hash64(g.seed, q.Dst)
 	base := len(rs)
 	for {
 		rs = rs[:base]
 		seq := pr.list.Seq.Read()
 		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd, ok := g.conns.Get(g.connHash(kh, g.hashAddr(q.Src), q.DstPort, q.SrcPort), k); ok {
+			if hd, ok := g.getConn(k); ok {
 				rs = members(rs, heads(hd), q)
 			}
 		}
-		if hd, ok := g.addrs.Get(g.addrHash(kh, q.DstPort), addrKey{q.Dst, q.DstPort}); ok {
+		if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
 			rs = members(rs, heads(hd), q)
 		}
 		if q.Dst != sock.Wild4 {
-			if hd, ok := g.addrs.Get(g.addrHash(g.wild, q.DstPort), addrKey{sock.Wild4, q.DstPort}); ok {
+			if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
 				rs = members(rs, heads(hd), q)
 			}
 		}
@@ -147,4 +148,29 @@ func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
 		}
 	}
 	return rs
+}
+
+// getConn returns the heads of k in conns, checking the keys of its
+// line's positions inline.
+func (g *Engine) getConn(k connKey) (bhash.Val[sock.Entry], bool) {
+	h := g.connHash(&k)
+	p := g.conns.Probe(h)
+	for b := p.Tagged(); b != 0; b &= b - 1 {
+		if e := p.At(b); e != nil && connIs(e, k) {
+			return bhash.Val[sock.Entry]{First: e}, true
+		}
+	}
+	return p.Chained(h, k)
+}
+
+// getAddr returns the heads of k in addrs, as getConn does in conns.
+func (g *Engine) getAddr(k addrKey) (bhash.Val[sock.Entry], bool) {
+	h := g.addrHash(k)
+	p := g.addrs.Probe(h)
+	for b := p.Tagged(); b != 0; b &= b - 1 {
+		if e := p.At(b); e != nil && addrIs(e, k) {
+			return bhash.Val[sock.Entry]{First: e}, true
+		}
+	}
+	return p.Chained(h, k)
 }

@@ -21,9 +21,8 @@ func (hd heads) many() bool {
 
 // shares reports whether e's key in conns holds more than one entry.
 func (g *Engine) shares(e *sock.Entry) bool {
-	key := e.Key()
-	hd, ok := g.conns.Get(g.connHash(g.hashAddr(key), g.hashAddr(e.Remote), e.Port, e.RemotePort),
-		connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort})
+	k := connKeyOf(e)
+	hd, ok := g.conns.Get(g.connHash(&k), k)
 	return ok && heads(hd).many()
 }
 

@@ -155,14 +155,13 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 // inClass reports whether e is in the class chain of its key.
 func (g *Engine) inClass(e *sock.Entry) bool {
 	key := e.Key()
-	kh := g.hashAddr(key)
 	var hd bhash.Val[sock.Entry]
 	var ok bool
 	if inConns(e) {
-		hd, ok = g.conns.Get(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort),
-			connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort})
+		k := connKeyOf(e)
+		hd, ok = g.conns.Get(g.connHash(&k), k)
 	} else {
-		hd, ok = g.addrs.Get(g.addrHash(kh, e.Port), addrKey{key, e.Port})
+		hd, ok = g.addrs.Get(g.addrHash(addrKey{key, e.Port}), addrKey{key, e.Port})
 	}
 	if !ok {
 		return false

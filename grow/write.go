@@ -214,7 +214,6 @@ func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
 // and reports whether the key held more than one entry before and after.
 func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
-	kh := g.hashAddr(key)
 	apply := func(old bhash.Val[sock.Entry], _ bool) (bhash.Val[sock.Entry], bool) {
 		before = heads(old).many()
 		hd := f(heads(old))
@@ -223,9 +222,9 @@ func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool)
 	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
-		g.conns.Update(g.connHash(kh, g.hashAddr(e.Remote), e.Port, e.RemotePort), k, apply)
+		g.conns.Update(g.connHash(&k), k, apply)
 	} else {
-		g.addrs.Update(g.addrHash(kh, e.Port), addrKey{key, e.Port}, apply)
+		g.addrs.Update(g.addrHash(addrKey{key, e.Port}), addrKey{key, e.Port}, apply)
 	}
 	return before, after
 }

@@ -50,6 +50,11 @@ func (b *Best) Offer(e *sock.Face, q *Query) {
 	}
 }
 
+// Exact reports whether e, a candidate for q, is bound to the destination
+// address itself: no wildcard candidate can beat it. A search that finds
+// no other candidate as good may take it at once.
+func Exact(e *sock.Face, q *Query) bool { return Score(e, q) >= exactTier }
+
 // Exact reports whether the winner is bound to the destination address
 // itself: no wildcard candidate can beat it.
 func (b *Best) Exact() bool { return b.Score >= exactTier }
