@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,8 +17,10 @@ import (
 
 // TestConnectedPeersChurn: a listener and n sockets connected on one
 // address and port (the growing tables keep a filter of their peers, a
-// list up to 64 and counts per bit past that), some pairs sharing a peer
-// and so a filter bit; they reconnect and close in a random order. After
+// list up to 64 and counts per bit past that, which grows fourfold past
+// 128 peers and shrinks back below 32), some pairs
+// sharing a peer and so a filter bit; they reconnect and close in a
+// random order. After
 // every change, each connected socket still receives its peer's datagrams,
 // a reconnected socket's old peer and unknown sources reach the listener,
 // and Verify holds.
@@ -86,4 +91,91 @@ func hasPeer(peers map[*demux.Socket[string]]netip.AddrPort, p netip.AddrPort) b
 		}
 	}
 	return false
+}
+
+// TestPeerFilterResizeUnderLookups: the growing tables resize a port's
+// peer filter as its connected sockets come and go, and publish the new
+// filter whole. Readers look up 200 connected sockets that stay, while a
+// writer connects 3 000 more on the same address and port and closes
+// them, round after round, so that the filter grows from 2 048 bits to
+// 32 768 and shrinks back each round. Every lookup must find its socket:
+// one that reads a filter published before its bits were all set skips
+// the 4-tuple index and gets the listener.
+func TestPeerFilterResizeUnderLookups(t *testing.T) {
+	const stable, extra = 200, 3000
+	tab, err := demux.New[int](demux.Config{})
+	require.NoError(t, err)
+	local := ad("10.0.0.1")
+	o := demux.Options{Addr: local, Port: 53, ReuseAddr: true}
+	_, err = tab.Bind(o, -1)
+	require.NoError(t, err)
+	peer := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 168, byte(i >> 8), byte(i)}), 5000)
+	}
+	for i := range stable {
+		s, err := tab.Bind(o, i)
+		require.NoError(t, err)
+		require.NoError(t, s.Connect(peer(i), local))
+	}
+	dst := netip.AddrPortFrom(local, 53)
+	var rounds, lookups, missed atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		socks := make([]*demux.Socket[int], 0, extra)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := range extra {
+				s, err := tab.Bind(o, stable+i)
+				if err == nil {
+					err = s.Connect(peer(stable+i), local)
+				}
+				if !assert.NoError(t, err) {
+					return
+				}
+				socks = append(socks, s)
+			}
+			for _, s := range socks {
+				if !assert.NoError(t, s.Close()) {
+					return
+				}
+			}
+			socks = socks[:0]
+			rounds.Add(1)
+		}
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r := rand.New(rand.NewPCG(5, 6))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			i := r.IntN(stable)
+			if _, v := tab.Lookup(peer(i), dst, 1); v != i {
+				missed.Add(1)
+			}
+			lookups.Add(1)
+		}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for rounds.Load() < 4 && time.Now().Before(deadline) && !t.Failed() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("%d rounds, %d lookups", rounds.Load(), lookups.Load())
+	require.GreaterOrEqual(t, rounds.Load(), int64(4), "the writer did not finish its rounds")
+	assert.Zero(t, missed.Load(), "lookups that missed a socket that stayed")
+	assert.Positive(t, lookups.Load())
+	require.NoError(t, tab.Verify())
 }

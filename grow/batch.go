@@ -90,7 +90,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []sock.Ref) {
 // socket won. The winner is the same in any order of offers: the best
 // score, then the largest Seq.
 func (g *Engine) finishBatch(pr *portSlot, q *lookup.Query, b *lookup.Best) *sock.Face {
-	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
+	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd, ok := g.conns.Get(g.connHash(&k), k); ok {
 			offer(b, hd, q)

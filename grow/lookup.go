@@ -59,7 +59,7 @@ func (g *Engine) indexed(pr *portSlot, q *lookup.Query) *sock.Face {
 	for {
 		seq := pr.list.Seq.Read()
 		b := lookup.NewBest()
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
+		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd, ok := g.getConn(k); ok {
 				// A connected socket bound to the destination beats
@@ -117,7 +117,7 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 	for {
 		rs = rs[:base]
 		seq := pr.list.Seq.Read()
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerBit(q.Src, q.SrcPort)) {
+		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 			if hd, ok := g.getConn(k); ok {
 				rs = members(rs, heads(hd), q)

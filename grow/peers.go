@@ -7,12 +7,31 @@ import (
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
-// peerBits is the size of a port's peer filter, a power of two.
-const peerBits = 512
-
-// smallPeers is how many peers a filter keeps in a list before it switches
-// to counts per bit.
-const smallPeers = 64
+// Sizes of a port's peer filter.
+const (
+	// minPeerBits is the size of a new filter, a power of two.
+	minPeerBits = 512
+	// smallPeers is how many peers a filter keeps in a list before it
+	// switches to counts per bit.
+	smallPeers = 64
+	// A filter grows fourfold when it holds more than one peer per
+	// minBitsPerPeer bits, and shrinks fourfold below one peer per
+	// maxBitsPerPeer bits, so that it keeps between 4 and 64 bits a peer
+	// (16 after a resize): at least one source in five that has no socket
+	// finds its bit clear, and the filter takes at most 64 bytes of counts
+	// a peer.
+	minBitsPerPeer = 4
+	maxBitsPerPeer = 64
+	// rebuildFactor bounds the cost of a resize, which recounts the peers
+	// from the port's chain: a filter resizes only while the chain holds
+	// at most rebuildFactor entries a peer, so that a resize costs O(1)
+	// amortised over the connects and closes since the last.
+	rebuildFactor = 8
+	// maxCount is where a bit's count stops: a bit that reaches it stays
+	// set until the next resize recounts it, which only makes its peers
+	// probe the index.
+	maxCount = 255
+)
 
 // peerFilter says which sources may have a socket of the port in the
 // 4-tuple index: a one-hash Bloom filter of the peers of those sockets.
@@ -20,71 +39,90 @@ const smallPeers = 64
 // whose probe lands at random in a table of every connected socket of the
 // host. That spares a cache miss per datagram to a server port that holds
 // a few connected sockets and takes datagrams from everywhere else (a DNS
-// or QUIC server's); with 8 peers, 1.6 % of other sources still probe.
+// or QUIC server's); with 8 peers, 1.6 % of other sources still probe. The
+// filter grows with the port's peers, so that a port with 100 000 connected
+// sockets still turns most other sources away.
 //
 // A bit is set before the socket that needs it is published and cleared
 // after the last socket that needed it is unpublished, so the filter never
-// hides a socket that stays in the index.
+// hides a socket that stays in the index. A resize builds a new filter
+// from every peer of the port and publishes it whole, under the port's
+// lock: a lookup reads one filter or the other, and each has the bits of
+// every socket published before it.
 type peerFilter struct {
-	bits [peerBits / 64]atomic.Uint64 // read by lookups
+	// shift selects a peer's bit: the top bits of its hash.
+	shift uint
+	// bits is read by lookups: len(bits)*64 is a power of two, at least
+	// minPeerBits.
+	bits []atomic.Uint64
 
-	// The bit of each peer while there are at most smallPeers of them,
-	// then counts per bit. Guarded by the port's lock.
+	// Guarded by the port's lock: how many peers are counted, and the
+	// bit of each while a filter of minPeerBits holds at most smallPeers
+	// of them, else counts per bit.
+	n     int
 	small []uint16
-	count *[peerBits]int32
+	count []uint8
 }
 
-// peerBit returns the filter bit of a peer. Its multiplier is secret:
-// an outsider who aims sources at set bits only makes them probe the
-// index, as every lookup did without the filter.
-func (g *Engine) peerBit(a sock.Addr16, port uint16) uint16 {
-	x := a.Lo ^ bits.RotateLeft64(a.Hi, 31) ^ uint64(port)<<48
-	return uint16((x * g.mulC) >> (64 - 9))
+// newPeerFilter returns an empty filter of size bits.
+func newPeerFilter(size int) *peerFilter {
+	return &peerFilter{
+		shift: uint(64 - bits.TrailingZeros(uint(size))),
+		bits:  make([]atomic.Uint64, size/64),
+	}
 }
 
-// mayHave reports whether the peer's bit is set.
-func (f *peerFilter) mayHave(b uint16) bool {
+// size returns the number of bits of f.
+func (f *peerFilter) size() int { return len(f.bits) * 64 }
+
+// peerHash returns the hash of a peer, whose top bits select its bit in a
+// filter. Its multiplier is secret: an outsider who aims sources at set
+// bits only makes them probe the index, as every lookup did without the
+// filter.
+func (g *Engine) peerHash(a sock.Addr16, port uint16) uint64 {
+	return (a.Lo ^ bits.RotateLeft64(a.Hi, 31) ^ uint64(port)<<48) * g.mulC
+}
+
+// mayHave reports whether the bit of the peer whose hash is h is set.
+func (f *peerFilter) mayHave(h uint64) bool {
+	b := h >> f.shift
 	return f.bits[b/64].Load()&(1<<(b%64)) != 0
 }
 
-// addPeer counts a peer of a socket that enters the 4-tuple index; the
-// caller holds pr's lock and publishes the socket after.
-func (g *Engine) addPeer(pr *Port, e *sock.Entry) {
-	f := pr.s.peers.Load()
-	if f == nil {
-		f = new(peerFilter)
-		pr.s.peers.Store(f)
-	}
-	b := g.peerBit(e.Remote, e.RemotePort)
-	switch {
-	case f.count != nil:
-		f.count[b]++
-	case len(f.small) < smallPeers:
-		f.small = append(f.small, b)
-	default:
-		f.count = new([peerBits]int32)
+// add counts the peer whose hash is h and sets its bit.
+func (f *peerFilter) add(h uint64) {
+	b := h >> f.shift
+	if f.count == nil && (len(f.small) == smallPeers || f.size() > minPeerBits) {
+		f.count = make([]uint8, f.size())
 		for _, x := range f.small {
 			f.count[x]++
 		}
-		f.count[b]++
 		f.small = nil
 	}
+	if f.count == nil {
+		f.small = append(f.small, uint16(b))
+	} else if f.count[b] < maxCount {
+		f.count[b]++
+	}
+	f.n++
 	f.bits[b/64].Or(1 << (b % 64))
 }
 
-// dropPeer uncounts the peer of a socket that has left the 4-tuple index,
-// clearing its bit if no other socket needs it. The caller holds pr's
-// lock.
-func (g *Engine) dropPeer(pr *Port, e *sock.Entry) {
-	f := pr.s.peers.Load()
-	b := g.peerBit(e.Remote, e.RemotePort)
-	left := int32(0)
+// remove uncounts the peer whose hash is h, clearing its bit if no other
+// peer needs it.
+func (f *peerFilter) remove(h uint64) {
+	b := h >> f.shift
+	left := 0
 	if f.count != nil {
-		f.count[b]--
-		left = f.count[b]
+		if f.count[b] == maxCount {
+			left = maxCount
+		} else {
+			f.count[b]--
+			left = int(f.count[b])
+		}
 	} else {
 		for i, x := range f.small {
-			if x == b {
+			if x == uint16(b) {
 				last := len(f.small) - 1
 				f.small[i] = f.small[last]
 				f.small = f.small[:last]
@@ -92,12 +130,62 @@ func (g *Engine) dropPeer(pr *Port, e *sock.Entry) {
 			}
 		}
 		for _, x := range f.small {
-			if x == b {
+			if x == uint16(b) {
 				left++
 			}
 		}
 	}
+	f.n--
 	if left == 0 {
 		f.bits[b/64].And(^(uint64(1) << (b % 64)))
 	}
+}
+
+// addPeer counts a peer of a socket that enters the 4-tuple index; the
+// caller holds pr's lock and publishes the socket after.
+func (g *Engine) addPeer(pr *Port, e *sock.Entry) {
+	f := pr.s.peers.Load()
+	if f == nil {
+		f = newPeerFilter(minPeerBits)
+		pr.s.peers.Store(f)
+	}
+	if n := f.n + 1; n*minBitsPerPeer > f.size() && g.rebuildable(pr, n) {
+		g.rebuildPeers(pr, f.size()*4, e)
+		return
+	}
+	f.add(g.peerHash(e.Remote, e.RemotePort))
+}
+
+// dropPeer uncounts the peer of a socket that has left the 4-tuple index,
+// and left pr's chain, clearing its bit if no other socket needs it. The
+// caller holds pr's lock.
+func (g *Engine) dropPeer(pr *Port, e *sock.Entry) {
+	f := pr.s.peers.Load()
+	if n := f.n - 1; f.size() > minPeerBits && n*maxBitsPerPeer < f.size() && g.rebuildable(pr, n) {
+		g.rebuildPeers(pr, f.size()/4, nil)
+		return
+	}
+	f.remove(g.peerHash(e.Remote, e.RemotePort))
+}
+
+// rebuildable reports whether a filter of n peers may be rebuilt from pr's
+// chain at O(1) amortised cost.
+func (g *Engine) rebuildable(pr *Port, n int) bool {
+	return pr.s.list.Len() <= rebuildFactor*max(n, smallPeers)
+}
+
+// rebuildPeers publishes a filter of size bits that counts the peers of
+// pr's chain in the 4-tuple index, and e's if e is not nil (a socket about
+// to enter it).
+func (g *Engine) rebuildPeers(pr *Port, size int, e *sock.Entry) {
+	f := newPeerFilter(max(size, minPeerBits))
+	for n := pr.s.list.First(); n != nil; n = n.Next.Load() {
+		if x := sock.OfPrimary(n); inConns(x) {
+			f.add(g.peerHash(x.Remote, x.RemotePort))
+		}
+	}
+	if e != nil {
+		f.add(g.peerHash(e.Remote, e.RemotePort))
+	}
+	pr.s.peers.Store(f)
 }

@@ -3,6 +3,7 @@ package grow
 import (
 	"fmt"
 	"maps"
+	"math/bits"
 
 	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
@@ -27,7 +28,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			bad("port %d: move in progress", p)
 		}
 		var want summary
-		var peers [peerBits]int32
+		var peers []uint64
 		groups := map[groupKey][]*sock.Entry{}
 		tuples := map[connKey]int{}
 		n := 0
@@ -45,7 +46,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 				bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 			}
 			if inConns(e) {
-				peers[g.peerBit(e.Remote, e.RemotePort)]++
+				peers = append(peers, g.peerHash(e.Remote, e.RemotePort))
 				tuples[connKey{local: e.Key(), remote: e.Remote, lport: e.Port, rport: e.RemotePort}]++
 			}
 			want.add(e, 1)
@@ -64,7 +65,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if n != pr.s.list.Len() {
 			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
 		}
-		g.verifyPeers(p, pr.s.peers.Load(), &peers, bad)
+		verifyPeers(p, pr.s.peers.Load(), peers, bad)
 		shared := 0
 		for _, k := range tuples {
 			if k > 1 {
@@ -210,30 +211,52 @@ func sameClasses(a, b *classes) bool {
 	return true
 }
 
-// verifyPeers checks a port's peer filter against the peers of its
-// entries in the 4-tuple index, counted per bit in want: exactly their
-// bits set, and the writers' counts equal to them.
-func (g *Engine) verifyPeers(p uint16, f *peerFilter, want *[peerBits]int32, bad func(format string, args ...any)) {
+// verifyPeers checks port p's filter f against the hashes of the peers of
+// its sockets in the 4-tuple index: it counts each, and a bit is set
+// exactly when a peer needs it (or its count reached maxCount and sticks).
+func verifyPeers(p uint16, f *peerFilter, peers []uint64, bad func(format string, args ...any)) {
 	if f == nil {
-		if *want != ([peerBits]int32{}) {
+		if len(peers) > 0 {
 			bad("port %d: connected peers and no peer filter", p)
 		}
 		return
 	}
-	var have [peerBits]int32
-	if f.count != nil {
-		have = *f.count
-	} else {
+	if f.size() < minPeerBits || f.size()&(f.size()-1) != 0 || f.shift != uint(64-bits.TrailingZeros(uint(f.size()))) {
+		bad("port %d: peer filter of %d bits, shift %d", p, f.size(), f.shift)
+		return
+	}
+	if f.n != len(peers) {
+		bad("port %d: the peer filter counts %d peers, the port has %d", p, f.n, len(peers))
+	}
+	want := make([]int, f.size())
+	for _, h := range peers {
+		want[h>>f.shift]++
+	}
+	have := make([]int, f.size())
+	switch {
+	case f.count != nil:
+		if f.small != nil || len(f.count) != f.size() {
+			bad("port %d: peer filter with a list and counts, or counts of another size", p)
+			return
+		}
+		for b, c := range f.count {
+			have[b] = int(c)
+		}
+	case f.size() != minPeerBits || len(f.small) > smallPeers:
+		bad("port %d: peer list of %d in a filter of %d bits", p, len(f.small), f.size())
+		return
+	default:
 		for _, b := range f.small {
 			have[b]++
 		}
 	}
-	if have != *want {
-		bad("port %d: the peer filter's counts differ from its connected sockets", p)
-	}
-	for b := range uint16(peerBits) {
-		if f.mayHave(b) != (want[b] > 0) {
-			bad("port %d: peer filter bit %d is %v, with %d peers", p, b, f.mayHave(b), want[b])
+	for b := range want {
+		stuck := f.count != nil && have[b] == maxCount
+		if have[b] != want[b] && !stuck {
+			bad("port %d: peer filter bit %d counts %d peers, the port has %d", p, b, have[b], want[b])
+		}
+		if set := f.bits[b/64].Load()&(1<<(b%64)) != 0; set != (want[b] > 0 || stuck) {
+			bad("port %d: peer filter bit %d is %v, with %d peers", p, b, set, want[b])
 		}
 	}
 }
