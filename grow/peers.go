@@ -17,9 +17,9 @@ const (
 	// A filter grows fourfold when it holds more than one peer per
 	// minBitsPerPeer bits, and shrinks fourfold below one peer per
 	// maxBitsPerPeer bits, so that it keeps between 4 and 64 bits a peer
-	// (16 after a resize): at least one source in five that has no socket
-	// finds its bit clear, and the filter takes at most 64 bytes of counts
-	// a peer.
+	// (16 after a resize): at least three sources in four that have no
+	// socket find their bit clear, and the filter takes at most 64 bytes
+	// of counts a peer.
 	minBitsPerPeer = 4
 	maxBitsPerPeer = 64
 	// rebuildFactor bounds the cost of a resize, which recounts the peers
@@ -50,7 +50,8 @@ const (
 // lock: a lookup reads one filter or the other, and each has the bits of
 // every socket published before it.
 type peerFilter struct {
-	// shift selects a peer's bit: the top bits of its hash.
+	// shift selects a peer's bit: the top bits of its hash. It follows
+	// from len(bits), and is kept so that a lookup does not count zeros.
 	shift uint
 	// bits is read by lookups: len(bits)*64 is a power of two, at least
 	// minPeerBits.
