@@ -112,8 +112,12 @@ type Engine struct {
 	addrs *bhash.Map[addrKey, sock.Entry]
 	conns *bhash.Map[connKey, sock.Entry]
 
-	seed             uint64 // address hash seed
-	mulP, mulA, mulC uint64 // odd multipliers that finish each index's hash
+	// Secret words of the indexes' hashes: seed seeds the XXH64s and the
+	// ports hash; the odd mulP, mulA and mulC finish the ports, IPv6
+	// address and IPv6 4-tuple hashes, mulC the peer filter's too; all
+	// four key the folds of IPv4 keys.
+	seed             uint64
+	mulP, mulA, mulC uint64
 	threshold        int
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
