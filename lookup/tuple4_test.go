@@ -1,0 +1,89 @@
+package lookup
+
+import (
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// TestTuple4Init: Init takes exactly the IPv4 datagrams Query.Init would
+// deliver, refusing v4-mapped and IPv6 addresses (Query.Init's to take),
+// and Set4 then fills a Query in as Query.Init does.
+func TestTuple4Init(t *testing.T) {
+	for _, tc := range []struct {
+		src, dst string
+		ifindex  int
+		ok       bool
+	}{
+		{"192.0.2.1:1000", "10.0.0.1:53", 3, true},
+		{"192.0.2.1:0", "10.0.0.1:53", 0, true},
+		{"0.0.0.0:1000", "10.0.0.1:53", 0, true},
+		{"192.0.2.1:1000", "127.0.0.6:53", 0, true},
+		{"192.0.2.1:1000", "10.0.0.1:53", -1, true},
+		{"192.0.2.1:1000", "10.0.0.1:53", math.MaxInt32 + 1, true},
+		{"192.0.2.1:1000", "0.0.0.0:53", 0, false},
+		{"192.0.2.1:1000", "10.0.0.1:0", 0, false},
+		{"[::ffff:192.0.2.1]:1000", "10.0.0.1:53", 0, false},
+		{"192.0.2.1:1000", "[::ffff:10.0.0.1]:53", 0, false},
+		{"[2001:db8::1]:1000", "[2001:db8::2]:53", 0, false},
+		{"192.0.2.1:1000", "[2001:db8::2]:53", 0, false},
+	} {
+		src, dst := netip.MustParseAddrPort(tc.src), netip.MustParseAddrPort(tc.dst)
+		var t4 Tuple4
+		require.Equal(t, tc.ok, t4.Init(src, dst, tc.ifindex), "%s → %s", tc.src, tc.dst)
+		if !tc.ok {
+			continue
+		}
+		var want, got Query
+		require.True(t, want.Init(src, dst, tc.ifindex))
+		got.Set4(&t4)
+		assert.Empty(t, cmp.Diff(want, got, cmp.AllowUnexported(Query{})), "%s → %s", tc.src, tc.dst)
+	}
+	var t4 Tuple4
+	assert.False(t, t4.Init(netip.AddrPort{}, netip.MustParseAddrPort("10.0.0.1:53"), 0), "no source")
+}
+
+// TestScore4MatchesScore: for every kind of candidate an IPv4 datagram
+// can meet, Score4 gives Score's answer. Each field takes the datagram's
+// value, a wildcard or another value, so every rule of Score both holds and
+// fails.
+func TestScore4MatchesScore(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	t4 := Tuple4{Src: 0xc0000201, Dst: 0x0a000001, SrcPort: 1000, DstPort: 53, Ifindex: 3}
+	var q Query
+	q.Set4(&t4)
+	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
+	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
+	seen := map[int]int{}
+	for range 20000 {
+		var f uint8
+		for _, b := range flagBits {
+			if rng.IntN(2) == 0 {
+				f |= b
+			}
+		}
+		e := sock.Face{
+			Port:       uint16(pick(53, 54)),
+			Flags:      f,
+			V4:         pick(t4.Dst, 0, 0x0a000002, 127<<24|6),
+			V6:         sock.Map4(pick(t4.Dst, 0, 0x0a000002)),
+			RemotePort: uint16(pick(1000, 1001)),
+			Remote:     sock.Map4(pick(t4.Src, 0xc0000202)),
+			Device:     int32(pick(0, 3, 4)),
+		}
+		want := Score(&e, &q)
+		require.Equal(t, want, Score4(&e, &t4), "%+v", e)
+		seen[want]++
+	}
+	// Every tier was met, and misses: the draw covered the rules.
+	for _, s := range []int{-1, 1, 2, 2 + 8, 2 + 4, exactTier + 1, exactTier + 2, exactTier + 2 + 8 + 4, hash4Score} {
+		assert.Positive(t, seen[s], "score %d never drawn", s)
+	}
+}
