@@ -16,7 +16,14 @@ import (
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
 	var r *sock.Ref
-	if q.Init(src, dst, ifindex) {
+	var t4 lookup.Tuple4
+	if t.g != nil && t4.Init(src, dst, ifindex) {
+		var p lookup.Path
+		r, p = t.g.Lookup4(&t4, &q)
+		if t.count {
+			t.stats.lookup(p)
+		}
+	} else if q.Init(src, dst, ifindex) {
 		var p lookup.Path
 		switch {
 		case t.g != nil:

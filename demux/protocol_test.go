@@ -183,10 +183,15 @@ func (r *moveRace) run(t *testing.T, d time.Duration, least, enough int64, move 
 // 4-tuple index (growing tables) long, which widens the window in which a
 // socket can move behind a lookup's back.
 func moveTable(t *testing.T, cfg demux.Config, local netip.Addr, port uint16, peer netip.AddrPort, fillers, connected int) *demux.Table[string] {
+	return moveTableAt(t, cfg, local, local, port, peer, fillers, connected)
+}
+
+// moveTableAt is moveTable with the fillers bound to fillAt.
+func moveTableAt(t *testing.T, cfg demux.Config, local, fillAt netip.Addr, port uint16, peer netip.AddrPort, fillers, connected int) *demux.Table[string] {
 	tbl, err := demux.New[string](cfg)
 	require.NoError(t, err)
 	for i := range fillers + connected {
-		s, err := tbl.Bind(demux.Options{Addr: local, Port: port, ReuseAddr: true, Device: 100 + i}, "filler")
+		s, err := tbl.Bind(demux.Options{Addr: fillAt, Port: port, ReuseAddr: true, Device: 100 + i}, "filler")
 		require.NoError(t, err)
 		if i >= fillers {
 			require.NoError(t, tbl.Connect(s, peer, netip.Addr{}))
@@ -209,7 +214,16 @@ func protocolBudget() time.Duration {
 // that runs while it moves must find it. It fails if the lookup does not
 // search again when a socket may have crossed between the slots it read.
 func TestConnectMoveNeverMissed(t *testing.T) {
-	testConnectMove(t, 64, 0, 1)
+	testConnectMove(t, local1, 64, 0, 1)
+}
+
+// TestConnectMoveNeverMissedOneClass is TestConnectMoveNeverMissed with
+// the fillers bound to another address: every key the lookup reads holds
+// one class at most, so the growing tables' IPv4 path settles the lookup
+// without the general search, and must itself notice the move and
+// search again.
+func TestConnectMoveNeverMissedOneClass(t *testing.T) {
+	testConnectMove(t, netip.MustParseAddr("10.0.0.2"), 64, 0, 1)
 }
 
 // TestConnectMoveNeverMissedBatch is TestConnectMoveNeverMissed for
@@ -218,12 +232,16 @@ func TestConnectMoveNeverMissed(t *testing.T) {
 // the 4-tuple index last but the wildcard; connected fillers make that
 // search long.
 func TestConnectMoveNeverMissedBatch(t *testing.T) {
-	testConnectMove(t, 0, 64, 16)
+	testConnectMove(t, local1, 0, 64, 16)
 }
 
-func testConnectMove(t *testing.T, fillers, connected, batch int) {
+// local1 is the address the moving socket connects from.
+var local1 = netip.MustParseAddr("10.0.0.1")
+
+// testConnectMove runs the move race with fillers bound to fillAt.
+func testConnectMove(t *testing.T, fillAt netip.Addr, fillers, connected, batch int) {
 	const port = 4000
-	local := netip.MustParseAddr("10.0.0.1")
+	local := local1
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
 	dst := netip.AddrPortFrom(local, port)
 	ds := make([]demux.Datagram, batch)
@@ -232,7 +250,7 @@ func testConnectMove(t *testing.T, fillers, connected, batch int) {
 	}
 	for _, c := range protocolConfigs {
 		t.Run(c.name, func(t *testing.T) {
-			tbl := moveTable(t, c.cfg, local, port, peer, fillers, connected)
+			tbl := moveTableAt(t, c.cfg, local, fillAt, port, peer, fillers, connected)
 			var r moveRace
 			read := func() {
 				got := make([]*demux.Socket[string], batch)
