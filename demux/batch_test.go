@@ -48,6 +48,16 @@ func TestLookupBatch(t *testing.T) {
 					}
 				}
 			}
+			// Dual-stack wildcards, which IPv4 and IPv6 datagrams reach.
+			for _, port := range []uint16{53, 443} {
+				id++
+				_, err := tab.Bind(demux.Options{Addr: netip.IPv6Unspecified(), Port: port, ReuseAddr: true}, id)
+				require.NoError(t, err)
+			}
+			// The first 100 datagrams are IPv4, which the growing tables
+			// look up by the IPv4 path (lookup.Tuple4) in batches of them;
+			// among the others every fifth is IPv6, and puts its batch on
+			// the general path.
 			ds := make([]demux.Datagram, 200)
 			for i := range ds {
 				ds[i] = demux.Datagram{
@@ -56,6 +66,12 @@ func TestLookupBatch(t *testing.T) {
 				}
 				if i%17 == 0 {
 					ds[i].Dst = netip.AddrPortFrom(netip.IPv4Unspecified(), 53) // undeliverable
+				}
+				if i >= 100 && i%5 == 0 {
+					ds[i] = demux.Datagram{
+						Src: netip.MustParseAddrPort("[2001:db8::7]:1000"),
+						Dst: netip.AddrPortFrom(netip.IPv6Loopback(), []uint16{53, 443}[r.IntN(2)]),
+					}
 				}
 			}
 			for _, size := range []int{1, 7, 64, 65, 200} {

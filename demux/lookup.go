@@ -116,26 +116,61 @@ func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 		}
 		return n
 	}
+	for done := 0; done < n; {
+		m := min(n-done, grow.BatchMax)
+		if !t.batch4(ds[done:done+m], out[done:done+m]) {
+			t.batch(ds[done:done+m], out[done:done+m])
+		}
+		done += m
+	}
+	return n
+}
+
+// batch4 looks up ds, at most grow.BatchMax datagrams, into out if all of
+// them are IPv4 datagrams (lookup.Tuple4), and reports whether they were.
+// Each batch path has its own frame, so that a batch of IPv4 datagrams
+// does not clear 64 Queries it never uses.
+func (t *Table[V]) batch4(ds []Datagram, out []*Socket[V]) bool {
+	var (
+		ts [grow.BatchMax]lookup.Tuple4
+		ok [grow.BatchMax]bool
+		rs [grow.BatchMax]sock.Ref
+	)
+	for i := range ds {
+		d := &ds[i]
+		ok[i] = ts[i].Init(d.Src, d.Dst, d.Ifindex)
+		if !ok[i] && !(d.Src.Addr().Is4() && d.Dst.Addr().Is4()) {
+			return false // not an IPv4 datagram: Tuple4 refused its family
+		}
+	}
+	t.g.LookupBatch4(ts[:len(ds)], ok[:len(ds)], rs[:len(ds)])
+	handles(rs[:len(ds)], out)
+	return true
+}
+
+// batch looks up ds, at most grow.BatchMax datagrams of any family, into
+// out.
+func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
 		rs [grow.BatchMax]sock.Ref
 	)
-	for done := 0; done < n; {
-		m := min(n-done, grow.BatchMax)
-		for i := range m {
-			d := &ds[done+i]
-			ok[i] = qs[i].Init(d.Src, d.Dst, d.Ifindex)
-		}
-		t.g.LookupBatch(qs[:m], ok[:m], rs[:m])
-		for i := range m {
-			if s := rs[i].Sock; s != nil {
-				out[done+i] = handle[V](s)
-			} else {
-				out[done+i] = nil
-			}
-		}
-		done += m
+	for i := range ds {
+		ok[i] = qs[i].Init(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
 	}
-	return n
+	t.g.LookupBatch(qs[:len(ds)], ok[:len(ds)], rs[:len(ds)])
+	handles(rs[:len(ds)], out)
+}
+
+// handles stores in out[i] the handle of the socket of rs[i], nil for the
+// zero Ref.
+func handles[V any](rs []sock.Ref, out []*Socket[V]) {
+	for i := range rs {
+		if s := rs[i].Sock; s != nil {
+			out[i] = handle[V](s)
+		} else {
+			out[i] = nil
+		}
+	}
 }

@@ -235,25 +235,47 @@ func TestConnectMoveNeverMissedBatch(t *testing.T) {
 	testConnectMove(t, local1, 0, 64, 16)
 }
 
+// TestConnectMoveNeverMissedBatchOneClass is
+// TestConnectMoveNeverMissedOneClass for LookupBatch: with the growing
+// tables, the IPv4 batch path (grow.Engine.LookupBatch4).
+func TestConnectMoveNeverMissedBatchOneClass(t *testing.T) {
+	testConnectMove(t, netip.MustParseAddr("10.0.0.2"), 64, 0, 16)
+}
+
+// TestConnectMoveNeverMissedBatchMixed is TestConnectMoveNeverMissedBatch
+// with an IPv6 datagram at the end of each batch, which puts the batch on
+// the growing tables' general batch path (grow.Engine.LookupBatch); no
+// socket receives it.
+func TestConnectMoveNeverMissedBatchMixed(t *testing.T) {
+	testConnectMove(t, local1, 0, 64, -16)
+}
+
 // local1 is the address the moving socket connects from.
 var local1 = netip.MustParseAddr("10.0.0.1")
 
-// testConnectMove runs the move race with fillers bound to fillAt.
+// testConnectMove runs the move race with fillers bound to fillAt, one
+// datagram at a time or in batches of batch; a negative batch adds an IPv6
+// datagram to each batch of -batch.
 func testConnectMove(t *testing.T, fillAt netip.Addr, fillers, connected, batch int) {
 	const port = 4000
 	local := local1
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
 	dst := netip.AddrPortFrom(local, port)
+	mixed := batch < 0
+	batch = max(batch, -batch)
 	ds := make([]demux.Datagram, batch)
 	for i := range ds {
 		ds[i] = demux.Datagram{Src: peer, Dst: dst, Ifindex: 1}
+	}
+	if mixed {
+		ds = append(ds, demux.Datagram{Src: netip.MustParseAddrPort("[2001:db8::7]:53"), Dst: netip.AddrPortFrom(netip.IPv6Loopback(), port), Ifindex: 1})
 	}
 	for _, c := range protocolConfigs {
 		t.Run(c.name, func(t *testing.T) {
 			tbl := moveTableAt(t, c.cfg, local, fillAt, port, peer, fillers, connected)
 			var r moveRace
 			read := func() {
-				got := make([]*demux.Socket[string], batch)
+				got := make([]*demux.Socket[string], len(ds))
 				before := r.begin()
 				if batch > 1 {
 					tbl.LookupBatch(ds, got)
@@ -261,6 +283,12 @@ func testConnectMove(t *testing.T, fillAt netip.Addr, fillers, connected, batch 
 					got[0], _ = tbl.Lookup(peer, dst, 1)
 				}
 				after, open := r.end(before)
+				if mixed {
+					if got[batch] != nil {
+						r.report("the IPv6 datagram went to %v", got[batch])
+					}
+					got = got[:batch]
+				}
 				// Open throughout, unconnected or connected, the mover
 				// receives the datagram, and nothing else does.
 				for i, s := range got {
