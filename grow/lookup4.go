@@ -68,6 +68,9 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 		if s := lookup.Score4(&hd.First.Face, t); lookup.ExactScore(s) {
 			e = &hd.First.Face
 		} else if s >= 0 {
+			// No entry reaches this today: one stored under an IPv4
+			// address's key is bound to that address. The general
+			// search keeps the answer right should keying change.
 			return nil, false
 		}
 	}

@@ -111,9 +111,10 @@ func Score(e *sock.Face, q *Query) int {
 }
 
 // Score4 is Score for the IPv4 datagram t. It states Score's IPv4 rules
-// again rather than Score calling it, so that Score, which runs for every
-// entry of a scanned chain, stays as it was; TestScore4MatchesScore holds
-// the two to the same answers.
+// again rather than sharing local4 and scoreRest with Score: Score runs for
+// every entry of a scanned chain, and built on them it made the runner's
+// one-phase scans 6-15 % slower (256 and 4 096 sockets on one port, two
+// runs each). TestScore4MatchesScore holds the two to the same answers.
 func Score4(e *sock.Face, t *Tuple4) int {
 	if e.Port != t.DstPort {
 		return -1
