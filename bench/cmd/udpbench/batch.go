@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"testing"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
@@ -16,22 +17,24 @@ func (r *runner) batch() {
 		"datagrams, time per datagram; *Lookup*: one `Table.Lookup` per datagram; *map floor*: one probe per datagram.\n\n",
 		fmtInt(n), suite.BatchSize)
 	sh := suite.SamePort(n, 0, r.c.seed)
-	batch := none
-	res := r.lookupsThen(sh, []string{suite.SetBound}, []suite.Target{suite.Default, suite.Floor}, suite.Options{Budget: r.buildBudget()}, nil,
-		func(tg suite.Target, f suite.Fixture) {
+	const batchSet = "batch"
+	res := r.lookupsWith(sh, []string{suite.SetBound}, []suite.Target{suite.Default, suite.Floor}, suite.Options{Budget: r.buildBudget()}, nil,
+		func(tg suite.Target, f suite.Fixture) map[string]func(*testing.B) {
 			b, ok := f.(suite.Batcher)
 			if !ok {
-				return
+				return nil
 			}
 			if err := b.CheckBatch(0, checkMax); err != nil {
 				r.fail("batch lookup on %s: wrong answer: %v", sh.Name, err)
-				return
+				return nil
 			}
-			m := r.bench(fmt.Sprintf("%s batch of %d %s", sh.Name, suite.BatchSize, tg.Name), b.BenchBatch(0))
-			m.ns /= suite.BatchSize
-			m.allocs /= suite.BatchSize
-			batch = m
-		})
+			return map[string]func(*testing.B){batchSet: b.BenchBatch(0)}
+		}, nil)
+	batch := res.get(batchSet, suite.Default.Name)
+	if batch.ok {
+		batch.ns /= suite.BatchSize
+		batch.allocs /= suite.BatchSize
+	}
 	r.record(key{scen: scBatch, n: n}, res)
 	if batch.ok {
 		r.set(key{scen: scBatch, n: n, set: suite.SetBound, target: batchTarget, m: lookupNs}, batch.ns)

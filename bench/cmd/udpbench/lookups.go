@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"testing"
 	"time"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
@@ -49,12 +51,47 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 
 // lookupsThen is lookups that also calls after, if not nil, with each
 // target's fixture once its lookups are timed, before it is closed.
+//
+// It builds every target's fixture first and then times them in rounds:
+// each round measures every set under every target once, the targets of
+// a set one after another. A figure is the median of its rounds. So the
+// contenders that a ratio compares are measured minutes apart at most, in
+// alternation, and a change in the machine's speed during the run (this
+// machine has phases that differ by 2× and more) reaches them alike
+// instead of deciding which of them it slows.
 func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	skip func(suite.Target) bool, after func(suite.Target, suite.Fixture)) *result {
+	return r.lookupsWith(sh, sets, targets, o, skip, nil, after)
+}
+
+// lookupsWith is lookupsThen that also times, in the same rounds, the
+// benchmarks that more, if not nil, gives for a target's fixture once it
+// is checked: more returns them by name, and each name's figures land in
+// the result as a set of that name does.
+func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
+	skip func(suite.Target) bool, more func(suite.Target, suite.Fixture) map[string]func(*testing.B),
+	after func(suite.Target, suite.Fixture)) *result {
 	res := &result{shape: sh, m: map[string]map[string]meas{}, cost: map[string]suite.Cost{}}
 	for _, s := range sets {
 		res.m[s] = map[string]meas{}
 	}
+	type built struct {
+		t    suite.Target
+		f    suite.Fixture
+		sets []string // the sets it answered right
+		more map[string]func(*testing.B)
+		runs map[string][]run // set → its rounds so far
+		bad  map[string]bool  // sets whose benchmark failed
+	}
+	var bs []*built
+	defer func() {
+		for _, b := range bs {
+			if b.f != nil {
+				b.f.Close()
+			}
+		}
+		runtime.GC()
+	}()
 	for _, t := range targets {
 		if skip != nil && skip(t) {
 			continue
@@ -65,19 +102,70 @@ func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Tar
 			continue
 		}
 		res.cost[t.Name] = cost
+		b := &built{t: t, f: f, runs: map[string][]run{}, bad: map[string]bool{}}
 		for _, s := range sets {
-			i := sh.SetIndex(s)
-			if err := f.Check(i, checkMax); err != nil {
+			if err := f.Check(sh.SetIndex(s), checkMax); err != nil {
 				r.fail("%s on %s, set %s: wrong answer: %v", t.Name, sh.Name, s, err)
 				continue
 			}
-			res.m[s][t.Name] = r.bench(fmt.Sprintf("%s %s %s", sh.Name, s, t.Name), f.Bench(i))
+			b.sets = append(b.sets, s)
+		}
+		if more != nil {
+			b.more = more(t, f)
+		}
+		bs = append(bs, b)
+	}
+	label := func(s string, t suite.Target) string { return fmt.Sprintf("%s %s %s", sh.Name, s, t.Name) }
+	measure := func(b *built, s string, f func(*testing.B)) {
+		if b.bad[s] {
+			return
+		}
+		one, ok := r.once(label(s, b.t), f)
+		if !ok {
+			b.bad[s] = true
+			return
+		}
+		b.runs[s] = append(b.runs[s], one)
+	}
+	var extra []string // the names more gave, in a fixed order
+	for _, b := range bs {
+		for name := range b.more {
+			if !slices.Contains(extra, name) {
+				extra = append(extra, name)
+			}
+		}
+	}
+	slices.Sort(extra)
+	for range r.c.runs {
+		for _, s := range sets {
+			for _, b := range bs {
+				if slices.Contains(b.sets, s) {
+					measure(b, s, b.f.Bench(sh.SetIndex(s)))
+				}
+			}
+		}
+		for _, name := range extra {
+			for _, b := range bs {
+				if f, ok := b.more[name]; ok {
+					measure(b, name, f)
+				}
+			}
+		}
+	}
+	for _, b := range bs {
+		for _, s := range slices.Concat(b.sets, extra) {
+			if rs, ok := b.runs[s]; ok && !b.bad[s] {
+				if res.m[s] == nil {
+					res.m[s] = map[string]meas{}
+				}
+				res.m[s][b.t.Name] = r.summary(label(s, b.t), rs)
+			}
 		}
 		if after != nil {
-			after(t, f)
+			after(b.t, b.f)
 		}
-		f.Close()
-		f = nil
+		b.f.Close()
+		b.f = nil
 		runtime.GC()
 	}
 	return res

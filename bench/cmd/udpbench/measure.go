@@ -18,22 +18,43 @@ type meas struct {
 var none = meas{ns: math.NaN(), allocs: math.NaN()}
 
 // bench measures f c.runs times and keeps the median run's time and the
-// fewest allocations of any run. The allocation count is the whole
-// process's (runtime.MemStats), so a goroutine of another fixture that
-// allocates during one run would be charged to f; an allocation of f's
-// own shows in every run.
+// fewest allocations of any run (see summary).
 func (r *runner) bench(label string, f func(*testing.B)) meas {
-	type one struct{ ns, allocs float64 }
-	var rs []one
+	var rs []run
 	for range r.c.runs {
-		res := testing.Benchmark(f)
-		if res.N == 0 {
-			r.fail("%s: the benchmark failed", label)
+		one, ok := r.once(label, f)
+		if !ok {
 			return none
 		}
-		rs = append(rs, one{float64(res.T.Nanoseconds()) / float64(res.N), float64(res.MemAllocs) / float64(res.N)})
+		rs = append(rs, one)
 	}
-	slices.SortFunc(rs, func(a, b one) int {
+	return r.summary(label, rs)
+}
+
+// run is one measurement of a benchmark.
+type run struct{ ns, allocs float64 }
+
+// once measures f once; false (with the run failed) if the benchmark
+// failed.
+func (r *runner) once(label string, f func(*testing.B)) (run, bool) {
+	res := testing.Benchmark(f)
+	if res.N == 0 {
+		r.fail("%s: the benchmark failed", label)
+		return run{}, false
+	}
+	return run{float64(res.T.Nanoseconds()) / float64(res.N), float64(res.MemAllocs) / float64(res.N)}, true
+}
+
+// summary is the result of the runs rs of one benchmark: the median run's
+// time and the fewest allocations of any run. The allocation count is
+// the whole process's (runtime.MemStats), so a goroutine of another
+// fixture that allocates during one run would be charged to it; an
+// allocation of the benchmark's own shows in every run. rs is sorted.
+func (r *runner) summary(label string, rs []run) meas {
+	if len(rs) == 0 {
+		return none
+	}
+	slices.SortFunc(rs, func(a, b run) int {
 		switch {
 		case a.ns < b.ns:
 			return -1
