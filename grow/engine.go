@@ -177,8 +177,13 @@ func (g *Engine) connHash(k *connKey) uint64 {
 	if !k.local.IsMapped() || !k.remote.IsMapped() {
 		return g.connHash6(k)
 	}
-	a := uint64(k.local.V4())<<32 | uint64(k.remote.V4())
-	b := uint64(k.lport)<<16 | uint64(k.rport)
+	return g.connHash4(k.local.V4(), k.remote.V4(), k.lport, k.rport)
+}
+
+// connHash4 is connHash of the IPv4 4-tuple local:lport, remote:rport.
+func (g *Engine) connHash4(local, remote uint32, lport, rport uint16) uint64 {
+	a := uint64(local)<<32 | uint64(remote)
+	b := uint64(lport)<<16 | uint64(rport)
 	return fold(fold(a^g.seed, b^g.mulC)^g.mulA, a^g.mulP)
 }
 
