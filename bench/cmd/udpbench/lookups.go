@@ -50,24 +50,31 @@ func (r *runner) lookups(sh *suite.Shape, sets []string, targets []suite.Target,
 }
 
 // lookupsThen is lookups that also calls after, if not nil, with each
-// target's fixture once its lookups are timed, before it is closed.
-//
-// It builds every target's fixture first and then times them in rounds:
-// each round measures every set under every target once, the targets of
-// a set one after another. A figure is the median of its rounds. So the
-// contenders that a ratio compares are measured minutes apart at most, in
-// alternation, and a change in the machine's speed during the run (this
-// machine has phases that differ by 2× and more) reaches them alike
-// instead of deciding which of them it slows.
+// target's fixture, on a table of its own (see lookupsWith).
 func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	skip func(suite.Target) bool, after func(suite.Target, suite.Fixture)) *result {
 	return r.lookupsWith(sh, sets, targets, o, skip, nil, after)
 }
 
-// lookupsWith is lookupsThen that also times, in the same rounds, the
-// benchmarks that more, if not nil, gives for a target's fixture once it
-// is checked: more returns them by name, and each name's figures land in
-// the result as a set of that name does.
+// lookupsWith loads sh into each target, checks it on the named sets and
+// times them; more, if not nil, gives further benchmarks of a target's
+// checked fixture by name, timed in the same rounds, whose figures land
+// in the result as a set of that name does.
+//
+// It builds every target's fixture first and then times them in rounds:
+// each round measures every set (and each of more's benchmarks) under
+// every target once, the targets one after another. A figure is the
+// median of its rounds. So the contenders that a ratio compares are
+// measured in alternation, and a change in the machine's speed during the
+// run (this machine has phases that differ by 2× and more) reaches them
+// alike instead of deciding which of them it slows.
+//
+// What is measured while a table is built or written to (o.Memory's
+// build cost and heap, and whatever after measures) depends on the live
+// heap that the garbage collector must mark, so it is measured with each
+// target alone, as before the rounds: a first pass builds each target,
+// hands it to after and closes it before the next is built. The rounds
+// then use tables built again, unmeasured.
 func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	skip func(suite.Target) bool, more func(suite.Target, suite.Fixture) map[string]func(*testing.B),
 	after func(suite.Target, suite.Fixture)) *result {
@@ -75,6 +82,39 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 	for _, s := range sets {
 		res.m[s] = map[string]meas{}
 	}
+	var run []suite.Target
+	for _, t := range targets {
+		if skip == nil || !skip(t) {
+			run = append(run, t)
+		}
+	}
+	if o.Memory || after != nil {
+		var ok []suite.Target
+		for _, t := range run {
+			r.detail(" %s: building %s alone (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
+			f, cost, err := suite.Prepare(t, sh, o)
+			if r.gaveUp("", err) {
+				continue
+			}
+			res.cost[t.Name] = cost
+			ok = append(ok, t)
+			if after != nil {
+				after(t, f)
+			}
+			f.Close()
+			runtime.GC()
+		}
+		run = ok
+		o.Memory = false
+	}
+	r.rounds(sh, sets, run, o, more, res)
+	return res
+}
+
+// rounds builds sh in each of targets and times them in rounds into res
+// (see lookupsWith).
+func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
+	more func(suite.Target, suite.Fixture) map[string]func(*testing.B), res *result) {
 	type built struct {
 		t    suite.Target
 		f    suite.Fixture
@@ -86,22 +126,19 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 	var bs []*built
 	defer func() {
 		for _, b := range bs {
-			if b.f != nil {
-				b.f.Close()
-			}
+			b.f.Close()
 		}
 		runtime.GC()
 	}()
 	for _, t := range targets {
-		if skip != nil && skip(t) {
-			continue
-		}
 		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 		f, cost, err := suite.Prepare(t, sh, o)
 		if r.gaveUp("", err) {
 			continue
 		}
-		res.cost[t.Name] = cost
+		if _, ok := res.cost[t.Name]; !ok {
+			res.cost[t.Name] = cost
+		}
 		b := &built{t: t, f: f, runs: map[string][]run{}, bad: map[string]bool{}}
 		for _, s := range sets {
 			if err := f.Check(sh.SetIndex(s), checkMax); err != nil {
@@ -161,14 +198,7 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 				res.m[s][b.t.Name] = r.summary(label(s, b.t), rs)
 			}
 		}
-		if after != nil {
-			after(b.t, b.f)
-		}
-		b.f.Close()
-		b.f = nil
-		runtime.GC()
 	}
-	return res
 }
 
 // buildBudget is the longest a scenario may spend building one table.

@@ -89,7 +89,8 @@ func (r *runner) writeResults(dir string) error {
 			r.load, r.others, runtime.NumCPU(), map[bool]string{true: " (**the figures are disturbed: run again on an idle machine**)", false: ""}[r.others >= 0.05])
 	}
 	fmt.Fprintf(&b, "- Each figure is the median of %d measurements of %v (Go's testing.Benchmark with b.Loop) unless its scenario says otherwise; "+
-		"a lookup table's contenders are built together and measured in rounds, each round timing every contender once in turn, so that a change in the machine's speed reaches them alike; the run took %s.\n",
+		"a lookup table's contenders are built together and measured in rounds, each round timing every contender once in turn, so that a change in the machine's speed reaches them alike "+
+		"(build costs, heap and writes are measured with each contender's table alone); the run took %s.\n",
 		r.c.runs, r.c.benchtime, time.Since(r.start).Round(time.Second))
 	b.WriteString("- Contenders: udpdemux's `demux.Table` under `OnePhase`, `TwoPhase` and `Hybrid` with a fixed slot count, " +
 		"and with the default `demux.Config{}`; gVisor's netstack " +
