@@ -82,15 +82,15 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 	for _, s := range sets {
 		res.m[s] = map[string]meas{}
 	}
-	var run []suite.Target
+	var ts []suite.Target
 	for _, t := range targets {
 		if skip == nil || !skip(t) {
-			run = append(run, t)
+			ts = append(ts, t)
 		}
 	}
 	if o.Memory || after != nil {
 		var ok []suite.Target
-		for _, t := range run {
+		for _, t := range ts {
 			r.detail(" %s: building %s alone (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
 			f, cost, err := suite.Prepare(t, sh, o)
 			if r.gaveUp("", err) {
@@ -107,15 +107,15 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 			f.Close()
 			runtime.GC()
 		}
-		run = ok
+		ts = ok
 		o.Memory = false
 	}
-	r.rounds(sh, sets, run, o, more, res)
+	r.rounds(sh, sets, ts, o, more, res)
 	return res
 }
 
 // rounds builds sh in each of targets and times them in rounds into res
-// (see lookupsWith).
+// (see lookupsWith); it leaves res's build costs alone.
 func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	more func(suite.Target, suite.Fixture) map[string]func(*testing.B), res *result) {
 	type built struct {
@@ -135,12 +135,9 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 	}()
 	for _, t := range targets {
 		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
-		f, cost, err := suite.Prepare(t, sh, o)
+		f, _, err := suite.Prepare(t, sh, o)
 		if r.gaveUp("", err) {
 			continue
-		}
-		if _, ok := res.cost[t.Name]; !ok {
-			res.cost[t.Name] = cost
 		}
 		b := &built{t: t, f: f, runs: map[string][]run{}, bad: map[string]bool{}}
 		for _, s := range sets {

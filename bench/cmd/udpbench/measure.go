@@ -49,7 +49,7 @@ func (r *runner) once(label string, f func(*testing.B)) (run, bool) {
 // time and the fewest allocations of any run. The allocation count is
 // the whole process's (runtime.MemStats), so a goroutine of another
 // fixture that allocates during one run would be charged to it; an
-// allocation of the benchmark's own shows in every run. rs is sorted.
+// allocation of the benchmark's own shows in every run. It sorts rs.
 func (r *runner) summary(label string, rs []run) meas {
 	if len(rs) == 0 {
 		return none
