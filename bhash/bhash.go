@@ -215,6 +215,51 @@ func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
 	return Val[E]{}, false
 }
 
+// Guess stores in es[i], for each hash hs[i], the first pointer of the
+// value a Get of that hash most likely finds, or nil: that of the first
+// position of its line whose tag matches, else that of the first node of
+// the line's chain with its hash. It checks no key and decides nothing. A
+// batch calls it, then reads each pointer it got, before its lookups, so
+// that the cache misses of the lines, then of the chains, then of the
+// values overlap: it loads every line before it reads any, in a loop kept
+// short, since a loop whose iterations each do more fills the processor's
+// window of outstanding instructions with few misses. A resize under way
+// can make a guess stale, never a lookup wrong. es must be as long as hs.
+func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
+	t := m.tab.Load()
+	var (
+		words [64]uint64
+		heads [64]*onode[E]
+	)
+	for len(hs) > 0 {
+		n := min(len(hs), len(words))
+		for i, h := range hs[:n] {
+			words[i] = t.lines[h>>t.shift].word.Load()
+		}
+		chained := false
+		for i, h := range hs[:n] {
+			l := &t.lines[h>>t.shift]
+			es[i], heads[i] = nil, nil
+			if b := matches(words[i], t.tag(h)); b != 0 {
+				es[i] = l.first[bits.TrailingZeros64(b)>>3].Load()
+			} else if heads[i] = l.over.Load(); heads[i] != nil {
+				chained = true
+			}
+		}
+		if chained {
+			for i, h := range hs[:n] {
+				for o := heads[i]; o != nil; o = o.Next {
+					if o.Hash == h {
+						es[i] = o.Val.First
+						break
+					}
+				}
+			}
+		}
+		hs, es = hs[n:], es[n:]
+	}
+}
+
 // Get returns the value of key k, whose hash is h. It takes no lock, and
 // the value it returns was k's at some moment during the call.
 func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).Find(h, k) }
