@@ -134,7 +134,7 @@ func (t *Table[V]) batch4(ds []Datagram, out []*Socket[V]) bool {
 	var (
 		ts [grow.BatchMax]lookup.Tuple4
 		ok [grow.BatchMax]bool
-		rs [grow.BatchMax]sock.Ref
+		rs [grow.BatchMax]*sock.Socket
 	)
 	for i := range ds {
 		d := &ds[i]
@@ -154,7 +154,7 @@ func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
-		rs [grow.BatchMax]sock.Ref
+		rs [grow.BatchMax]*sock.Socket
 	)
 	for i := range ds {
 		ok[i] = qs[i].Init(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
@@ -163,14 +163,9 @@ func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 	handles(rs[:len(ds)], out)
 }
 
-// handles stores in out[i] the handle of the socket of rs[i], nil for the
-// zero Ref.
-func handles[V any](rs []sock.Ref, out []*Socket[V]) {
-	for i := range rs {
-		if s := rs[i].Sock; s != nil {
-			out[i] = handle[V](s)
-		} else {
-			out[i] = nil
-		}
+// handles stores in out[i] the handle of the socket rs[i].
+func handles[V any](rs []*sock.Socket, out []*Socket[V]) {
+	for i, s := range rs {
+		out[i] = handle[V](s)
 	}
 }

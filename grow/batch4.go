@@ -1,66 +1,58 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// LookupBatch4 is LookupBatch for IPv4 datagrams: out[i] is the Ref of
-// the socket that receives ts[i], the one Lookup4 gives it, for up to
-// BatchMax datagrams; the zero Ref if none does or ok[i] marks the
-// datagram undeliverable.
+// LookupBatch4 is LookupBatch for IPv4 datagrams: out[i] is the socket
+// that receives ts[i], the one Lookup4 gives it, for up to BatchMax
+// datagrams; nil if none does or ok[i] marks the datagram undeliverable.
 //
-// It works in stages over the batch, so that the cache misses of
-// independent datagrams overlap: every port slot, then the line of every
-// destination key in addrs, then the entry each line holds for its key,
-// whose Ref it copies to out[i] — the answer for most datagrams. Then it
-// runs Lookup4 on each datagram, whose reads the stages brought into the
-// cache, and stores its answer where it is another. So each answer is
-// Lookup4's; the stages decide nothing, and a move meanwhile is Lookup4's
-// to notice.
-func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []sock.Ref) {
+// It warms the cache first, in stages over the batch, so that the misses
+// of independent datagrams overlap instead of queueing one behind
+// another, as DPDK's bulk hash lookup does: every destination key's hash
+// (and the 4-tuple's, where the port's peer filter may hold the source),
+// then every line those hashes pick (bhash's Guess), then the entry each
+// line most likely holds for its key. Each stage is a short loop, so that
+// the processor has many misses in flight at once. Then it runs Lookup4
+// on each datagram, whose reads the stages brought into the cache. The
+// stages decide nothing: each answer is Lookup4's, and a move meanwhile
+// is Lookup4's to notice.
+//
+// It reads only the first cache line of the entry that answers, which
+// holds the socket: the value beside it, in the second, is Lookup's
+// alone.
+func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket) {
 	n := min(len(ts), len(ok), len(out), BatchMax)
 	var (
-		hs      [BatchMax]uint64
-		probes  [BatchMax]bhash.Probe[addrKey, sock.Entry]
-		indexed [BatchMax]bool
-		heads   [BatchMax]*sock.Entry
-		q       lookup.Query
+		ahs, chs [BatchMax]uint64
+		na, nc   int
+		q        lookup.Query
 	)
 	for i := range n {
+		t := &ts[i]
 		if !ok[i] {
 			continue
 		}
-		if pr := g.port(ts[i].DstPort); pr != nil && pr.list.Len() > g.threshold {
-			indexed[i] = true
-			hs[i] = g.addrHash(addrKey{sock.Map4(ts[i].Dst), ts[i].DstPort})
+		pr := g.port(t.DstPort)
+		if pr == nil || pr.list.Len() <= g.threshold {
+			continue
 		}
-	}
-	for i := range n {
-		if indexed[i] {
-			probes[i] = g.addrs.Probe(hs[i])
+		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort)) {
+			chs[nc] = g.connHash4(t.Dst, t.Src, t.DstPort, t.SrcPort)
+			nc++
 		}
+		ahs[na] = g.addrHash(addrKey{sock.Map4(t.Dst), t.DstPort})
+		na++
 	}
+	g.warmBatch(ahs[:na], chs[:nc])
 	for i := range n {
-		out[i] = sock.Ref{}
-		if indexed[i] {
-			if hd, found := probes[i].Find(hs[i], addrKey{sock.Map4(ts[i].Dst), ts[i].DstPort}); found {
-				heads[i] = hd.First
-				out[i] = hd.First.Ref
+		out[i] = nil
+		if ok[i] {
+			if r, _ := g.Lookup4(&ts[i], &q); r != nil {
+				out[i] = r.Sock
 			}
-		}
-	}
-	for i := range n {
-		if !ok[i] {
-			continue
-		}
-		r, _ := g.Lookup4(&ts[i], &q)
-		switch {
-		case r == nil:
-			out[i] = sock.Ref{}
-		case heads[i] == nil || r != &heads[i].Ref:
-			out[i] = *r
 		}
 	}
 }
