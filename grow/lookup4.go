@@ -53,7 +53,7 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 	src := sock.Map4(t.Src)
 	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(src, t.SrcPort)) {
 		if hd, ok := g.getConn4(t.Dst, t.Src, t.DstPort, t.SrcPort); ok {
-			if hd.Rest == nil && lookup.ExactScore(lookup.Score4(&hd.First.Face, t)) {
+			if hd.Rest == nil && lookup.Exact4(&hd.First.Face, t) {
 				return &hd.First.Face, true
 			}
 			return nil, false

@@ -126,6 +126,18 @@ func Score4(e *sock.Face, t *Tuple4) int {
 	return scoreRest(e, s, sock.Map4(t.Src), t.SrcPort, t.Ifindex)
 }
 
+// Exact4 is ExactScore(Score4(e, t)) for an entry whose port, peer
+// address and peer port are t's destination port, source and source port,
+// as a 4-tuple key's match has shown: only e's family, local address and
+// device remain to check. A connected lookup spares Score4's second pass
+// over the key: at 1 000 connected sockets, a known peer's lookup went
+// from about 24.2 to 22.0 ns (go test -bench in bench/, the two builds in
+// turn, three times three runs). TestScore4MatchesScore holds it to
+// Score4's answer.
+func Exact4(e *sock.Face, t *Tuple4) bool {
+	return e.Flags&sock.HasV4 != 0 && e.V4 == t.Dst && (e.Device == 0 || e.Device == t.Ifindex)
+}
+
 // local4 scores e's local side for an IPv4 datagram to dst: -1 if it does
 // not take it, else its tier and family.
 func local4(e *sock.Face, dst uint32) int {

@@ -62,6 +62,7 @@ func TestScore4MatchesScore(t *testing.T) {
 	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
 	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
 	seen := map[int]int{}
+	exacts := map[bool]int{} // Exact4's answers where the 4-tuple matched
 	for range 20000 {
 		var f uint8
 		for _, b := range flagBits {
@@ -81,7 +82,14 @@ func TestScore4MatchesScore(t *testing.T) {
 		want := Score(&e, &q)
 		require.Equal(t, want, Score4(&e, &t4), "%+v", e)
 		seen[want]++
+		if e.Port == t4.DstPort && e.Remote == sock.Map4(t4.Src) && e.RemotePort == t4.SrcPort {
+			exact := ExactScore(want)
+			require.Equal(t, exact, Exact4(&e, &t4), "%+v", e)
+			exacts[exact]++
+		}
 	}
+	assert.Positive(t, exacts[true], "Exact4 never drawn true")
+	assert.Positive(t, exacts[false], "Exact4 never drawn false")
 	// Every tier was met, and misses: the draw covered the rules.
 	for _, s := range []int{-1, 1, 2, 2 + 8, 2 + 4, exactTier + 1, exactTier + 2, exactTier + 2 + 8 + 4, hash4Score} {
 		assert.Positive(t, seen[s], "score %d never drawn", s)
