@@ -137,7 +137,6 @@ type Map[K any, E any] struct {
 	resizing sync.Mutex // held by the one writer that resizes
 	is       func(*E, K) bool
 	hash     func(*E) uint64
-	load     int64 // keys a line holds on average before the table doubles
 }
 
 // New returns an empty map. is reports whether the key of a value whose
@@ -146,15 +145,7 @@ type Map[K any, E any] struct {
 // it. is runs on every value whose tag matched (one in 128 of the others
 // in a line), so it should compare what tells keys apart, field by field.
 func New[K any, E any](is func(e *E, k K) bool, hash func(e *E) uint64) *Map[K, E] {
-	return NewWithLoad(maxLoad, is, hash)
-}
-
-// NewWithLoad is New for a map whose table doubles past load keys a line
-// on average (1 to 6; maxLoad for New), not maxLoad: a lower load puts
-// fewer keys in the chains, where a lookup pays one more dependent load,
-// and costs more lines a key.
-func NewWithLoad[K any, E any](load int, is func(e *E, k K) bool, hash func(e *E) uint64) *Map[K, E] {
-	m := &Map[K, E]{is: is, hash: hash, load: int64(min(max(load, 1), width))}
+	m := &Map[K, E]{is: is, hash: hash}
 	m.tab.Store(newTable[E](minLines))
 	return m
 }
@@ -369,14 +360,14 @@ func add[E any](l *line[E], w, tag, h uint64, v Val[E]) {
 	l.over.Store(&onode[E]{Hash: h, Next: l.over.Load(), Val: v})
 }
 
-// maybeResize grows the table past m.load keys a line on average, and
+// maybeResize grows the table past maxLoad keys a line on average, and
 // shrinks it below one key per two lines, unless another writer is
 // resizing.
 func (m *Map[K, E]) maybeResize() {
 	need := func(t *table[E]) int {
 		n, lines := m.count.Load(), int64(len(t.lines))
 		switch {
-		case n > m.load*lines:
+		case n > maxLoad*lines:
 			return 1
 		case 2*n < lines && lines > minLines:
 			return -1

@@ -146,9 +146,7 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 		g.summaryMin = threshold
 	}
 	g.addrs = bhash.New(addrIs, g.addrHashOf)
-	// Every connected datagram probes conns: a lower load keeps fewer
-	// of its keys in chains (DESIGN.md, "bhash").
-	g.conns = bhash.NewWithLoad(3, connIs, g.connHashOf)
+	g.conns = bhash.New(connIs, g.connHashOf)
 	return g
 }
 
