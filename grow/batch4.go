@@ -20,9 +20,9 @@ import (
 // stages decide nothing: each answer is Lookup4's, and a move meanwhile
 // is Lookup4's to notice.
 //
-// It reads only the first cache line of the entry that answers, which
-// holds the socket: the value beside it, in the second, is Lookup's
-// alone.
+// It returns sockets, not Refs: a Ref's value lies in its entry's second
+// cache line, which the lookup of an unconnected socket does not read
+// otherwise, and the stages warm only the first.
 func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket) {
 	n := min(len(ts), len(ok), len(out), BatchMax)
 	var (
