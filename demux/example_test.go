@@ -207,3 +207,33 @@ func ExampleConfig_isLocal() {
 	// true
 	// <nil>
 }
+
+func ExampleTable_LookupBatch() {
+	t, _ := demux.New[string](demux.Config{})
+	dns := netip.MustParseAddr("10.0.0.53")
+	if _, err := t.Bind(demux.Options{Addr: dns, Port: 53}, "resolver"); err != nil {
+		panic(err)
+	}
+	if _, err := t.Bind(demux.Options{Addr: netip.MustParseAddr("::"), Port: 443}, "quic"); err != nil {
+		panic(err)
+	}
+	// The addressing of one recvmmsg batch.
+	batch := []demux.Datagram{
+		{Src: netip.MustParseAddrPort("192.0.2.1:3000"), Dst: netip.AddrPortFrom(dns, 53), Ifindex: 1},
+		{Src: netip.MustParseAddrPort("[2001:db8::1]:4000"), Dst: netip.MustParseAddrPort("[2001:db8::443]:443"), Ifindex: 1},
+		{Src: netip.MustParseAddrPort("192.0.2.2:3000"), Dst: netip.AddrPortFrom(dns, 54), Ifindex: 1},
+	}
+	out := make([]*demux.Socket[string], len(batch))
+	n := t.LookupBatch(batch, out)
+	for _, s := range out[:n] {
+		if s == nil {
+			fmt.Println("no socket")
+			continue
+		}
+		fmt.Println(s.Value(), s.LocalAddr())
+	}
+	// Output:
+	// resolver 10.0.0.53:53
+	// quic [::]:443
+	// no socket
+}
