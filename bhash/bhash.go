@@ -165,8 +165,8 @@ type Probe[K any, E any] struct {
 }
 
 // Probe returns the line for hash h: the first half of Get, which loads
-// the line. A batch of lookups takes it for every key before it reads any
-// value (Find), so that their cache misses overlap.
+// the line. A caller that checks keys itself scans it with Tagged and At;
+// Find is the other half of Get.
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	t := m.tab.Load()
 	for {
