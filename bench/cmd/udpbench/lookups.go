@@ -72,7 +72,7 @@ func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Tar
 // What is measured while a table is built or written to (o.Memory's
 // build cost and heap, and whatever after measures) depends on the live
 // heap that the garbage collector must mark, so it is measured with each
-// target alone, as before the rounds: a first pass builds each target,
+// target alone: a first pass builds each target,
 // hands it to after and closes it before the next is built. The rounds
 // then use tables built again, unmeasured.
 func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
