@@ -8,7 +8,8 @@ import (
 // and returns the entries they hold: each entry is in exactly the primary
 // slot of its port and the secondary slot of its address key, once, and is
 // its open socket's current state; each slot's count equals its chain's
-// length, its links are consistent and no move is in progress;
+// length, its links are consistent and no move is in progress; each secondary
+// slot's mask is its chain's;
 // SO_REUSEPORT groups hold exactly their unconnected ReusePort members.
 // Call it when no write is in flight.
 func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
@@ -38,6 +39,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if s.Seq.Moving() {
 			bad("secondary slot %d: move in progress", i)
 		}
+		h2.VerifyMask(i, bad)
 		c := &s.Chain
 		if c.First() == nil && c.Len() == 0 {
 			continue

@@ -9,13 +9,12 @@ import (
 // joins its SO_REUSEPORT group (a new one if there is none) first.
 func (x *Engine) Link(h *Held, e *sock.Entry) {
 	i := x.h2.IndexOf(e)
-	s2 := x.h2.At(i)
 	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
 		e.Group = x.GroupOf(h, e)
 		e.Group.Add(e)
 	}
 	x.h2.Lock(&h.g, i)
-	s2.Chain.PushFront(&e.N2)
+	x.h2.Push(i, e)
 	x.h1.Slot(e.Port).Chain.PushFront(&e.N1)
 	x.occ.Add(e)
 }
@@ -71,13 +70,13 @@ func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
 	os, ns := h2.At(oi), h2.At(ni)
 	h2.Lock2(&h.g, oi, ni)
 	if oi == ni {
-		os.Chain.Replace(&old.N2, &e.N2)
+		h2.Replace(oi, old, e)
 		return
 	}
 	os.Seq.Begin()
 	ns.Seq.Begin()
-	ns.Chain.PushFront(&e.N2)
-	os.Chain.Remove(&old.N2)
+	h2.Push(ni, e)
+	h2.Remove(oi, old)
 	ns.Seq.End()
 	os.Seq.End()
 }
@@ -86,9 +85,8 @@ func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
 // primary one, then its group and the occupancy index.
 func (x *Engine) Unlink(h *Held, e *sock.Entry) {
 	i := x.h2.IndexOf(e)
-	s2 := x.h2.At(i)
 	x.h2.Lock(&h.g, i)
-	s2.Chain.Remove(&e.N2)
+	x.h2.Remove(i, e)
 	x.h1.Slot(e.Port).Chain.Remove(&e.N1)
 	if e.Group != nil {
 		e.Group.Remove(e)

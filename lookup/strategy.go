@@ -125,8 +125,9 @@ func (t *Tables) Hybrid(q *Query) (*sock.Ref, Path) {
 // (false) on meeting a slot longer than limit, as the hybrid rule wants.
 func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 	h2 := t.H2
-	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
-	w := h2.Index(h2.WildHash(), q.DstPort)
+	h, wh := h2.AddrHash(q.Dst), h2.WildHash()
+	i := h2.Index(h, q.DstPort)
+	w := h2.Index(wh, q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
 	for {
 		if limit >= 0 && exact.Chain.Len() > limit {
@@ -134,7 +135,9 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 		}
 		seq := exact.Seq.Read()
 		b := NewBest()
-		b.scanSecondary(exact.Chain.First(), q)
+		if h2.MayHold(i, h, wh) {
+			b.scanSecondary(exact.Chain.First(), q)
+		}
 		if b.Exact() || i == w {
 			return b.E, true
 		}

@@ -1,0 +1,111 @@
+package hash2
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// entryAt returns an unlinked IPv4 entry bound to a on port.
+func entryAt(a string, port uint16) *sock.Entry {
+	k := sock.Addr16Of(netip.MustParseAddr(a))
+	return &sock.Entry{Face: sock.Face{Port: port, Flags: sock.HasV4, V4: k.V4(), V6: k}}
+}
+
+// TestMask runs writes on one slot of a table and checks, after each,
+// the mask's two promises: it holds the bit of every entry in the
+// chain (MayHold is true for each entry's key and for the wildcard when a
+// wildcard entry is there), and it is exactly the chain's once the write
+// is done (so a key whose bit no entry sets is passed over).
+func TestMask(t *testing.T) {
+	tab, err := New(256, 7)
+	require.NoError(t, err)
+	// Addresses whose keys share one slot on port 53, two of them with
+	// different mask bits, and one on another bit whose key is not in
+	// the slot, to probe with.
+	const port = 53
+	wild := tab.WildHash()
+	var same []string
+	var probe string
+	i := tab.Index(wild, port) // the wildcard's slot, so that it shares too
+	for n := 1; len(same) < 3 || probe == ""; n++ {
+		a := fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255)
+		h := tab.AddrHash(sock.Addr16Of(netip.MustParseAddr(a)))
+		switch {
+		case tab.Index(h, port) == i && len(same) < 3 && (len(same) == 0 || bit(h) != bit(tab.AddrHash(entryAt(same[0], port).Key()))):
+			same = append(same, a)
+		case tab.Index(h, port) != i && bit(h) != bit(wild) && probe == "":
+			probe = a
+		}
+	}
+	key := func(a string) uint32 { return tab.AddrHash(sock.Addr16Of(netip.MustParseAddr(a))) }
+	e0, e1, e2 := entryAt(same[0], port), entryAt(same[1], port), entryAt(same[2], port)
+	w := entryAt("0.0.0.0", port)
+	e0c := entryAt(same[0], port) // e0 connected: a new state, same key
+	e0c.Flags |= sock.Connected
+	type step struct {
+		name string
+		do   func()
+		in   []*sock.Entry // the chain after the step
+	}
+	steps := []step{
+		{"push e0", func() { tab.Push(i, e0) }, []*sock.Entry{e0}},
+		{"push e1", func() { tab.Push(i, e1) }, []*sock.Entry{e0, e1}},
+		{"push wildcard", func() { tab.Push(i, w) }, []*sock.Entry{e0, e1, w}},
+		{"replace e0", func() { tab.Replace(i, e0, e0c) }, []*sock.Entry{e0c, e1, w}},
+		{"remove e1", func() { tab.Remove(i, e1) }, []*sock.Entry{e0c, w}},
+		{"push e2", func() { tab.Push(i, e2) }, []*sock.Entry{e0c, w, e2}},
+		{"remove wildcard", func() { tab.Remove(i, w) }, []*sock.Entry{e0c, e2}},
+		{"remove e0", func() { tab.Remove(i, e0c) }, []*sock.Entry{e2}},
+		{"remove e2", func() { tab.Remove(i, e2) }, nil},
+	}
+	for _, s := range steps {
+		s.do()
+		require.Equal(t, len(s.in), tab.At(i).Len(), s.name)
+		var want uint32
+		for _, e := range s.in {
+			h := tab.AddrHash(e.Key())
+			want |= bit(h)
+			assert.True(t, tab.MayHold(i, h, h), "%s: %v", s.name, e.LocalAddr())
+		}
+		assert.Equal(t, want, tab.masks[i].Load(), s.name)
+		tab.VerifyMask(i, func(f string, a ...any) { t.Errorf(s.name+": "+f, a...) })
+		// A datagram to probe, whose bit no entry of the slot sets,
+		// passes over the slot unless the wildcard is there.
+		hasWild := false
+		for _, e := range s.in {
+			hasWild = hasWild || e == w
+		}
+		assert.Equal(t, hasWild, tab.MayHold(i, key(probe), wild), "%s: probe with the wildcard", s.name)
+		assert.Equal(t, want&bit(key(probe)) != 0, tab.MayHold(i, key(probe), key(probe)), "%s: probe", s.name)
+	}
+}
+
+// TestVerifyMask checks that VerifyMask reports a mask that is
+// not its chain's: one that lacks a bit, and one that keeps a stale one.
+func TestVerifyMask(t *testing.T) {
+	tab, err := New(256, 7)
+	require.NoError(t, err)
+	e := entryAt("192.0.2.1", 53)
+	i := tab.IndexOf(e)
+	tab.Push(i, e)
+	for _, tc := range []struct {
+		name string
+		sum  uint32
+		bad  bool
+	}{
+		{"exact", bit(tab.AddrHash(e.Key())), false},
+		{"lacks the entry's bit", 0, true},
+		{"keeps a stale bit", bit(tab.AddrHash(e.Key())) | bit(tab.AddrHash(e.Key()))<<1 | 1, true},
+	} {
+		tab.masks[i].Store(tc.sum)
+		var got []string
+		tab.VerifyMask(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
+		assert.Equal(t, tc.bad, len(got) > 0, "%s: %v", tc.name, got)
+	}
+}
