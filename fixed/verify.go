@@ -8,9 +8,9 @@ import (
 // and returns the entries they hold: each entry is in exactly the primary
 // slot of its port and the secondary slot of its address key, once, and is
 // its open socket's current state; each slot's count equals its chain's
-// length, its links are consistent and no move is in progress; each secondary
-// slot's mask is its chain's;
-// SO_REUSEPORT groups hold exactly their unconnected ReusePort members.
+// length, its links are consistent and no move is in progress; each
+// secondary slot's key mask is its chain's; SO_REUSEPORT groups hold
+// exactly their unconnected ReusePort members.
 // Call it when no write is in flight.
 func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	h1, h2 := x.h1, x.h2

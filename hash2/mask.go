@@ -23,9 +23,10 @@ import (
 // The mask never lacks the bit of an entry that stays in the chain, so
 // a lookup that reads it at any moment meets every such entry: a new
 // entry's bit is set before the entry is linked, and a removal or a
-// replacement recomputes the mask from the chain after it unlinks.
-// A mask may hold the bit of an entry that left, until the next write
-// recomputes it; that costs a lookup a walk, never an answer.
+// replacement recomputes the mask from the chain after it unlinks. A
+// lookup that reads the mask between the two may see the bit of an entry
+// that has left; that costs it a walk, never an answer. Once a write is
+// done, the mask is exactly its chain's (VerifyMask).
 
 // bit returns the mask bit of an address hash.
 func bit(h uint32) uint32 { return 1 << (h >> 27) }
