@@ -52,6 +52,7 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/udpdemux/udpdemux/internal/cow"
 )
@@ -103,7 +104,7 @@ type table[E any] struct {
 	shift uint8        // line of hash h: h >> shift
 	// next is the table being filled from this one; set before the first
 	// line is forwarded, then never changed.
-	next atomic.Pointer[table[E]]
+	next unsafe.Pointer // *table[E], loaded and stored atomically
 }
 
 func newTable[E any](n int) *table[E] {
@@ -114,10 +115,16 @@ func newTable[E any](n int) *table[E] {
 	}
 }
 
-// tag returns the tag of hash h in t: a set top bit, so that no tag is a
-// free position's 0, over the seven bits of h just below those that pick
-// its line.
-func (t *table[E]) tag(h uint64) uint64 { return 0x80 | h>>(t.shift-7)&0x7f }
+// tagOf returns the tag of hash h: a set top bit, so that no tag is a
+// free position's 0, over the seven lowest bits of h, which no table uses
+// to pick a line (that would take 2^57 lines). Being the same in every
+// table, it costs Probe no load of the table's shift, which kept Probe
+// from inlining; the callers' hashes mix their low bits as well as their
+// high ones.
+func tagOf(h uint64) uint64 { return 0x80 | h&0x7f }
+
+// successor returns the table being filled from t, nil if none.
+func (t *table[E]) successor() *table[E] { return (*table[E])(atomic.LoadPointer(&t.next)) }
 
 func (t *table[E]) lock(i uint64) *sync.Mutex { return &t.locks[i/lockSpan] }
 
@@ -132,7 +139,7 @@ func matches(w, tag uint64) uint64 {
 // Map maps keys to values whose first pointer names the key. The zero Map
 // is not usable: call New.
 type Map[K any, E any] struct {
-	tab      atomic.Pointer[table[E]]
+	tab      unsafe.Pointer // *table[E], through cur and publish
 	count    atomic.Int64
 	resizing sync.Mutex // held by the one writer that resizes
 	is       func(*E, K) bool
@@ -146,15 +153,24 @@ type Map[K any, E any] struct {
 // in a line), so it should compare what tells keys apart, field by field.
 func New[K any, E any](is func(e *E, k K) bool, hash func(e *E) uint64) *Map[K, E] {
 	m := &Map[K, E]{is: is, hash: hash}
-	m.tab.Store(newTable[E](minLines))
+	m.publish(newTable[E](minLines))
 	return m
 }
+
+// cur returns the current table. The tables are linked by unsafe.Pointers
+// loaded atomically rather than by atomic.Pointer[table[E]]s, whose
+// generic Load takes a dictionary in shaped code: that made Probe too
+// costly to inline.
+func (m *Map[K, E]) cur() *table[E] { return (*table[E])(atomic.LoadPointer(&m.tab)) }
+
+// publish makes t the current table.
+func (m *Map[K, E]) publish(t *table[E]) { atomic.StorePointer(&m.tab, unsafe.Pointer(t)) }
 
 // Len returns the number of keys.
 func (m *Map[K, E]) Len() int { return int(m.count.Load()) }
 
 // Slots returns the number of positions of the current table.
-func (m *Map[K, E]) Slots() int { return len(m.tab.Load().lines) * width }
+func (m *Map[K, E]) Slots() int { return len(m.cur().lines) * width }
 
 // Probe is the line that holds a key's hash as a reader found it.
 type Probe[K any, E any] struct {
@@ -168,13 +184,13 @@ type Probe[K any, E any] struct {
 // the line. A caller that checks keys itself scans it with Tagged and At;
 // Find is the other half of Get.
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
-	t := m.tab.Load()
+	t := m.cur()
 	for {
-		l := &t.lines[h>>t.shift]
+		l := &t.lines[h>>(t.shift&63)] // &63: no guard for a shift past 63
 		if w := l.word.Load(); w&fwd == 0 {
-			return Probe[K, E]{l: l, word: w, tag: t.tag(h), is: m.is}
+			return Probe[K, E]{l: l, word: w, tag: tagOf(h), is: m.is}
 		}
-		t = t.next.Load()
+		t = t.successor()
 	}
 }
 
@@ -226,7 +242,7 @@ func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
 // window of outstanding instructions with few misses. A resize under way
 // can make a guess stale, never a lookup wrong. es must be as long as hs.
 func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
-	t := m.tab.Load()
+	t := m.cur()
 	var (
 		words [64]uint64
 		heads [64]*onode[E]
@@ -240,7 +256,7 @@ func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
 		for i, h := range hs[:n] {
 			l := &t.lines[h>>t.shift]
 			es[i], heads[i] = nil, nil
-			if b := matches(words[i], t.tag(h)); b != 0 {
+			if b := matches(words[i], tagOf(h)); b != 0 {
 				es[i] = l.first[bits.TrailingZeros64(b)>>3].Load()
 			} else if heads[i] = l.over.Load(); heads[i] != nil {
 				chained = true
@@ -270,7 +286,7 @@ func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).Find(h
 // with the key's line locked and must not call the map. Update may then
 // resize the map, which costs the caller O(keys).
 func (m *Map[K, E]) Update(h uint64, k K, f func(old Val[E], ok bool) (v Val[E], keep bool)) {
-	t := m.tab.Load()
+	t := m.cur()
 	for {
 		i := h >> t.shift
 		mu := t.lock(i)
@@ -279,10 +295,10 @@ func (m *Map[K, E]) Update(h uint64, k K, f func(old Val[E], ok bool) (v Val[E],
 		w := l.word.Load()
 		if w&fwd != 0 {
 			mu.Unlock()
-			t = t.next.Load()
+			t = t.successor()
 			continue
 		}
-		m.count.Add(update(l, w, t.tag(h), h, k, m.is, f))
+		m.count.Add(update(l, w, tagOf(h), h, k, m.is, f))
 		mu.Unlock()
 		m.maybeResize()
 		return
@@ -374,11 +390,11 @@ func (m *Map[K, E]) maybeResize() {
 		}
 		return 0
 	}
-	if need(m.tab.Load()) == 0 || !m.resizing.TryLock() {
+	if need(m.cur()) == 0 || !m.resizing.TryLock() {
 		return
 	}
 	defer m.resizing.Unlock()
-	t := m.tab.Load()
+	t := m.cur()
 	switch need(t) {
 	case 1:
 		m.resize(t, 2*len(t.lines))
@@ -392,7 +408,7 @@ func (m *Map[K, E]) maybeResize() {
 // (which share a lock) feeds one line of a smaller one.
 func (m *Map[K, E]) resize(t *table[E], n int) {
 	nt := newTable[E](n)
-	t.next.Store(nt)
+	atomic.StorePointer(&t.next, unsafe.Pointer(nt))
 	step := uint64(1)
 	if n < len(t.lines) {
 		step = 2
@@ -419,20 +435,20 @@ func (m *Map[K, E]) resize(t *table[E], n int) {
 		}
 		mu.Unlock()
 	}
-	m.tab.Store(nt)
+	m.publish(nt)
 }
 
 // put adds a key of hash h to t while no reader can reach its line.
 func (t *table[E]) put(h uint64, v Val[E]) {
 	l := &t.lines[h>>t.shift]
-	add(l, l.word.Load(), t.tag(h), h, v)
+	add(l, l.word.Load(), tagOf(h), h, v)
 }
 
 // All calls f for every value, line by line, until f returns false. A key
 // that is present throughout is seen exactly once; one added or removed
 // meanwhile may or may not be.
 func (m *Map[K, E]) All(f func(Val[E]) bool) {
-	t := m.tab.Load()
+	t := m.cur()
 	for i := range len(t.lines) {
 		if !m.walk(t, uint64(i), t.shift, uint64(i), f) {
 			return
@@ -448,7 +464,7 @@ func (m *Map[K, E]) walk(t *table[E], i uint64, shift uint8, want uint64, f func
 	l := &t.lines[i]
 	w := l.word.Load()
 	if w&fwd != 0 {
-		nt := t.next.Load()
+		nt := t.successor()
 		if len(nt.lines) > len(t.lines) {
 			return m.walk(nt, 2*i, shift, want, f) && m.walk(nt, 2*i+1, shift, want, f)
 		}
@@ -477,7 +493,7 @@ func (m *Map[K, E]) walk(t *table[E], i uint64, shift uint8, want uint64, f func
 // forwarded line, or a count that is not the keys'. Call it when no write
 // is in flight.
 func (m *Map[K, E]) Check() error {
-	t := m.tab.Load()
+	t := m.cur()
 	var n int64
 	seen := map[*E]bool{}
 	once := func(e *E) bool {
@@ -504,7 +520,7 @@ func (m *Map[K, E]) Check() error {
 			case tg == 0:
 			case e == nil:
 				return fmt.Errorf("line %d: position %d is tagged and empty", i, j)
-			case m.hash(e)>>t.shift != uint64(i) || t.tag(m.hash(e)) != tg:
+			case m.hash(e)>>t.shift != uint64(i) || tagOf(m.hash(e)) != tg:
 				return fmt.Errorf("line %d: position %d's key or tag is not its hash's", i, j)
 			case !once(e):
 				return fmt.Errorf("line %d: position %d holds a value held elsewhere too", i, j)

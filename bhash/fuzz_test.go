@@ -20,10 +20,9 @@ func FuzzMap(f *testing.F) {
 	f.Add(byte(3), []byte{1, 1, 1, 2, 1, 3, 0, 1, 0, 2, 2, 3, 3, 3})
 	f.Fuzz(func(t *testing.T, mode byte, ops []byte) {
 		// Which hash bits the keys keep: all; none (one line, one
-		// tag); the top byte only (lines, and the tags of a small
-		// table); the bits below it only (every key in line 0 while
-		// the table has at most 256 lines, with tags that differ once
-		// it has more than 2).
+		// tag); the top byte only (lines, one tag); the bits below it
+		// only (every key in line 0 while the table has at most 256
+		// lines, with tags of their own).
 		masks := []uint64{^uint64(0), 0, 0xff00_0000_0000_0000, 0x00ff_ffff_ffff_ffff}
 		mask := masks[int(mode)%len(masks)]
 		hf := func(k int) uint64 { return mix(k) & mask }
