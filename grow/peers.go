@@ -86,13 +86,13 @@ func (g *Engine) peerHash(a sock.Addr16, port uint16) uint64 {
 
 // mayHave reports whether the bit of the peer whose hash is h is set.
 func (f *peerFilter) mayHave(h uint64) bool {
-	b := h >> f.shift
+	b := h >> (f.shift & 63) // &63: no guard for a shift past 63
 	return f.bits[b/64].Load()&(1<<(b%64)) != 0
 }
 
 // add counts the peer whose hash is h and sets its bit.
 func (f *peerFilter) add(h uint64) {
-	b := h >> f.shift
+	b := h >> (f.shift & 63)
 	if f.count == nil && (len(f.small) == smallPeers || f.size() > minPeerBits) {
 		f.count = make([]uint8, f.size())
 		for _, x := range f.small {
@@ -112,7 +112,7 @@ func (f *peerFilter) add(h uint64) {
 // remove uncounts the peer whose hash is h, clearing its bit if no other
 // peer needs it.
 func (f *peerFilter) remove(h uint64) {
-	b := h >> f.shift
+	b := h >> (f.shift & 63)
 	left := 0
 	if f.count != nil {
 		if f.count[b] == maxCount {
