@@ -14,37 +14,24 @@ import (
 // socket if none does. A v4-mapped src or dst stands for the IPv4 datagram.
 // It takes no lock and does not allocate.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
-	if t.g == nil || !src.Addr().Is4() || !dst.Addr().Is4() {
-		return t.lookup(src, dst, ifindex)
-	}
-	// An IPv4 datagram to the growing tables. Testing the family here
-	// leaves src and dst dead once Tuple4.Init has them, so that they need
-	// not be kept across its call; Init refuses only what Query.Init
-	// would, a datagram no socket can receive.
-	var t4 lookup.Tuple4
 	var q lookup.Query
 	var r *sock.Ref
-	if t4.Init(src, dst, ifindex) {
-		var p lookup.Path
-		r, p = t.g.Lookup4(&t4, &q)
-		if t.count {
-			t.stats.lookup(p)
+	var p lookup.Path
+	if t.g != nil && src.Addr().Is4() && dst.Addr().Is4() {
+		// Tested before Tuple4.Init, the family leaves src and dst dead
+		// on this path once Init has them, so they are not kept across
+		// its call. Init refuses only what Query.Init would refuse.
+		var t4 lookup.Tuple4
+		if !t4.Init(src, dst, ifindex) {
+			var zero V
+			return nil, zero
 		}
-	}
-	if r == nil {
-		var zero V
-		return nil, zero
-	}
-	return handle[V](r.Sock), t.value(r)
-}
-
-// lookup is Lookup for all but an IPv4 datagram to the growing tables.
-// It reads the answer's value itself, since the Ref it finds may be in q.
-func (t *Table[V]) lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
-	var q lookup.Query
-	var r *sock.Ref
-	if q.Init(src, dst, ifindex) {
-		var p lookup.Path
+		r, p = t.g.Lookup4(&t4, &q)
+	} else {
+		if !q.Init(src, dst, ifindex) {
+			var zero V
+			return nil, zero
+		}
 		switch {
 		case t.g != nil:
 			// The growing tables follow the strategy themselves, and try
@@ -57,12 +44,12 @@ func (t *Table[V]) lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 		default:
 			r, p = t.tabs.Hybrid(&q)
 		}
-		if t.count {
-			t.stats.lookup(p)
-		}
 		if r == nil && t.g == nil && lookup.ToPlaceholder(&q) {
 			r = t.tabs.PlaceholderFallback(&q)
 		}
+	}
+	if t.count {
+		t.stats.lookup(p)
 	}
 	if r == nil {
 		var zero V
