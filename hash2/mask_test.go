@@ -94,24 +94,75 @@ func TestMask(t *testing.T) {
 	}
 }
 
-// TestVerifyMask checks that VerifyMask reports a mask that is
-// not its chain's: one that lacks a bit, and one that keeps a stale one.
-func TestVerifyMask(t *testing.T) {
+// sameSlot returns n IPv4 addresses whose keys on port share slot i of
+// tab, and entries bound to them.
+func sameSlot(tab *Table, i int, port uint16, n int) []*sock.Entry {
+	var es []*sock.Entry
+	for k := 1; len(es) < n; k++ {
+		a := fmt.Sprintf("10.%d.%d.%d", k>>16&255, k>>8&255, k&255)
+		if e := entryAt(a, port); tab.IndexOf(e) == i {
+			es = append(es, e)
+		}
+	}
+	return es
+}
+
+// TestMaskLongChain: a removal from a chain that keeps more than exactMax
+// entries leaves the mask as it was, so that a close costs no walk of a
+// long chain; the mask keeps every remaining entry's bit throughout, and
+// the removal that brings the chain down to exactMax makes it exact.
+func TestMaskLongChain(t *testing.T) {
 	tab, err := New(256, 7)
 	require.NoError(t, err)
-	e := entryAt("192.0.2.1", 53)
-	i := tab.IndexOf(e)
-	tab.Push(i, e)
+	const port = 53
+	i := tab.Index(tab.WildHash(), port)
+	es := sameSlot(tab, i, port, exactMax+4)
+	for _, e := range es {
+		tab.Push(i, e)
+	}
+	for k, e := range es {
+		before := tab.masks[i].Load()
+		tab.Remove(i, e)
+		left := es[k+1:]
+		var want uint32
+		for _, r := range left {
+			want |= bit(tab.AddrHash(r.Key()))
+		}
+		got := tab.masks[i].Load()
+		assert.Equal(t, want, got&want, "after %d removals: a remaining entry's bit is missing", k+1)
+		if len(left) > exactMax {
+			assert.Equal(t, before, got, "after %d removals, %d left: the mask was recomputed", k+1, len(left))
+		} else {
+			assert.Equal(t, want, got, "after %d removals, %d left: the mask is not exact", k+1, len(left))
+		}
+		tab.VerifyMask(i, func(f string, a ...any) { t.Errorf(f, a...) })
+	}
+}
+
+// TestVerifyMask checks that VerifyMask reports a mask that lacks a bit
+// of its chain, and one that keeps a stale bit while the chain holds at
+// most exactMax entries, but not a stale bit of a longer chain.
+func TestVerifyMask(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		sum  uint32
-		bad  bool
+		name    string
+		entries int
+		mask    func(chain uint32) uint32
+		bad     bool
 	}{
-		{"exact", bit(tab.AddrHash(e.Key())), false},
-		{"lacks the entry's bit", 0, true},
-		{"keeps a stale bit", bit(tab.AddrHash(e.Key())) | bit(tab.AddrHash(e.Key()))<<1 | 1, true},
+		{"exact", 1, func(c uint32) uint32 { return c }, false},
+		{"lacks the entry's bit", 1, func(uint32) uint32 { return 0 }, true},
+		{"keeps a stale bit", 1, func(uint32) uint32 { return ^uint32(0) }, true},
+		{"keeps a stale bit, short chain", exactMax, func(uint32) uint32 { return ^uint32(0) }, true},
+		{"keeps a stale bit, long chain", exactMax + 1, func(uint32) uint32 { return ^uint32(0) }, false},
+		{"lacks a bit, long chain", exactMax + 1, func(c uint32) uint32 { return c &^ (c & -c) }, true},
 	} {
-		tab.masks[i].Store(tc.sum)
+		tab, err := New(256, 7)
+		require.NoError(t, err)
+		i := tab.Index(tab.WildHash(), 53)
+		for _, e := range sameSlot(tab, i, 53, tc.entries) {
+			tab.Push(i, e)
+		}
+		tab.masks[i].Store(tc.mask(tab.mask(i)))
 		var got []string
 		tab.VerifyMask(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
 		assert.Equal(t, tc.bad, len(got) > 0, "%s: %v", tc.name, got)
