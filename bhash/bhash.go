@@ -186,7 +186,7 @@ type Probe[K any, E any] struct {
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	t := m.cur()
 	for {
-		l := &t.lines[h>>(t.shift&63)] // &63: no guard for a shift past 63
+		l := &t.lines[h>>(t.shift&63)] // shift ≤ 63 (two lines at least); &63 spares the guard
 		if w := l.word.Load(); w&fwd == 0 {
 			return Probe[K, E]{l: l, word: w, tag: tagOf(h), is: m.is}
 		}

@@ -86,7 +86,7 @@ func (g *Engine) peerHash(a sock.Addr16, port uint16) uint64 {
 
 // mayHave reports whether the bit of the peer whose hash is h is set.
 func (f *peerFilter) mayHave(h uint64) bool {
-	b := h >> (f.shift & 63) // &63: no guard for a shift past 63
+	b := h >> (f.shift & 63) // shift ≤ 55 (minPeerBits); &63 spares the guard
 	return f.bits[b/64].Load()&(1<<(b%64)) != 0
 }
 
