@@ -21,13 +21,13 @@ func parallelShapes(quick bool) []shapeAt {
 func (r *runner) parallel() {
 	d := parallelTime.at(r.c.quick)
 	r.printf("Lookups of the *bound* datagrams on 1 and 2 goroutines (this machine has %d logical CPUs, GOMAXPROCS %d) "+
-		"for %v per measurement, in %d pairs (1 goroutine, then 2); the rates are the medians, and the speed-up is "+
-		"the median of the pairs' ratios, so that a change of the machine's load between pairs does not skew it; with no writer, with a writer binding and closing a socket %d times a "+
+		"for %v per measurement, in %d pairs, alternately 1 goroutine then 2 and 2 then 1; the rates are the medians, and the speed-up is "+
+		"the median of the pairs' ratios, so that a change of the machine's load between pairs does not skew it, nor a drift within them favour one count; with no writer, with a writer binding and closing a socket %d times a "+
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+
 		"3 goroutines share the CPUs). The writer's sockets share the primary slot of the same-port shape and never "+
 		"receive the datagrams looked up; every lookup is checked, and a wrong answer fails the run. The map floor "+
 		"cannot run with a writer. *hybrid*: udpdemux with %s slots; *udpdemux*: with the default `demux.Config{}`.\n\n",
-		runtime.NumCPU(), runtime.GOMAXPROCS(0), d, r.c.runs, suite.PacedRate, fmtInt(lookupSlots))
+		runtime.NumCPU(), runtime.GOMAXPROCS(0), d, r.parallelPairs(), suite.PacedRate, fmtInt(lookupSlots))
 	t := newTable("shape, contender, writer", "1 goroutine", "2 goroutines", "speed-up", "writer ops/s (2 goroutines)")
 	for _, at := range parallelShapes(r.c.quick) {
 		sh := at.make(lookupSlots, r.c.seed)
@@ -65,15 +65,24 @@ func (r *runner) parallel() {
 		"2 goroutines ÷ 1; *writer ops/s*: the writer's bind+close pairs per second while 2 goroutines looked up.\n\n", t)
 }
 
+// parallelPairs is how many pairs of measurements a parallel row takes:
+// parallelPairs, or -runs if more.
+func (r *runner) parallelPairs() int { return max(r.c.runs, parallelPairs.at(r.c.quick)) }
+
 // parallelRates measures the lookup rates on 1 and 2 goroutines (indexed
-// by the count), r.c.runs times each in pairs, one goroutine then two. It
-// returns the median rates, the median of the pairs' speed-ups, and the
-// writer's rate in the 2-goroutine measurement of the median rate.
+// by the count), in r.parallelPairs() pairs, one goroutine then two in the
+// even pairs and two then one in the odd. It returns the median rates, the
+// median of the pairs' speed-ups, and the writer's rate in the
+// 2-goroutine measurement of the median rate.
 func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target, w suite.Writer, d time.Duration) (rate [3]float64, speedup, wops float64, ok bool) {
 	var rs [3][]suite.ParallelResult
 	var ups []float64
-	for range r.c.runs {
-		for _, g := range []int{1, 2} {
+	for i := range r.parallelPairs() {
+		order := []int{1, 2}
+		if i%2 == 1 {
+			order = []int{2, 1}
+		}
+		for _, g := range order {
 			res, err := suite.Parallel(f, 0, g, d, w)
 			if err != nil {
 				r.fail("parallel %s on %s, %d goroutines, writer %v: %v", tg.Name, sh.Name, g, w, err)
