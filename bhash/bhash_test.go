@@ -417,3 +417,12 @@ func TestGuess(t *testing.T) {
 		})
 	}
 }
+
+// TestCountApart: the count that inserts and deletes write starts at
+// least a cache line after the end of the fields that lookups read,
+// whatever the map's alignment.
+func TestCountApart(t *testing.T) {
+	var m Map[int, int]
+	readEnd := unsafe.Offsetof(m.hash) + unsafe.Sizeof(m.hash)
+	require.GreaterOrEqual(t, unsafe.Offsetof(m.count), readEnd+64)
+}

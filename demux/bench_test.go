@@ -215,3 +215,56 @@ func BenchmarkLookupParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLookupBesideWriter measures lookups on one goroutine, with 4 096
+// sockets on one port at distinct addresses (the default Config), while
+// another goroutine binds and closes sockets on another port flat out, or
+// while none does. The writer shares no chain or key with the lookups, so
+// what it costs them is what its writes take from their caches (and the
+// CPU time of the garbage collector, which its entries keep busy).
+func BenchmarkLookupBesideWriter(b *testing.B) {
+	for _, writer := range []bool{false, true} {
+		b.Run(fmt.Sprintf("writer-%v", writer), func(b *testing.B) {
+			t, err := demux.New[int](demux.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			dsts := make([]netip.AddrPort, 4096)
+			for i := range dsts {
+				dsts[i] = netip.AddrPortFrom(addrN(i), 53)
+				if _, err := t.Bind(demux.Options{Addr: addrN(i), Port: 53, ReuseAddr: true}, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(dsts), func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+			src := netip.MustParseAddrPort("192.0.2.1:40000")
+			var stop atomic.Bool
+			defer stop.Store(true) // should the loop fail
+			werr := make(chan error, 1)
+			go func() {
+				for k := 0; writer && !stop.Load(); k++ {
+					s, err := t.Bind(demux.Options{Addr: addrN(1<<16 + k%1024), Port: 9999}, 0)
+					if err == nil {
+						err = t.Close(s)
+					}
+					if err != nil {
+						werr <- err
+						return
+					}
+				}
+				werr <- nil
+			}()
+			i := 0
+			for b.Loop() {
+				if s, _ := t.Lookup(src, dsts[i%len(dsts)], 1); s == nil {
+					b.Fatal("no socket")
+				}
+				i++
+			}
+			stop.Store(true)
+			if err := <-werr; err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}

@@ -24,3 +24,14 @@ func TestHandleLayout(t *testing.T) {
 		require.LessOrEqual(t, size, uintptr(64))
 	}
 }
+
+// TestWrittenApart: the fields that binds and closes write start at least
+// a cache line after the end of those that lookups read, whatever the
+// table's alignment, so that a write never takes a line a lookup loads.
+func TestWrittenApart(t *testing.T) {
+	var x Table[int]
+	readEnd := unsafe.Offsetof(x.home) + unsafe.Sizeof(x.home)
+	for _, written := range []uintptr{unsafe.Offsetof(x.occ), unsafe.Offsetof(x.seq), unsafe.Offsetof(x.n), unsafe.Offsetof(x.stats)} {
+		require.GreaterOrEqual(t, written, readEnd+64)
+	}
+}

@@ -119,10 +119,16 @@ type Engine struct {
 	seed             uint64
 	mulP, mulA, mulC uint64
 	threshold        int
+	flowSeed         uint64
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
-	flowSeed         uint64
-	entries          atomic.Int64
+
+	// entries is written by every bind and close: a cache line away from
+	// what lookups read, as bhash.Map's count is. Beside a writer on
+	// another port, that took lookups from 36–38 to 29–30 ns
+	// (BenchmarkLookupBesideWriter in demux).
+	_       [64]byte
+	entries atomic.Int64
 }
 
 // New returns an empty engine. seeds must be random and secret: they keep
