@@ -56,12 +56,6 @@ func (r *runner) aliasingGoals() []goal {
 	return gs
 }
 
-// fmtAllocs shows allocations per operation to three significant digits:
-// one allocation over a measurement of thousands of slow lookups (a
-// -quick run takes one measurement, so the fewest of several cannot drop
-// it) must not read "0.00" beside a verdict of not met.
-func fmtAllocs(x float64) string { return fmt.Sprintf("%.3g allocs", x) }
-
 // everywhereGoals judges the goals that hold for every lookup of the run.
 func (r *runner) everywhereGoals() []goal {
 	var ps []place

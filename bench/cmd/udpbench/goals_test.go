@@ -56,7 +56,7 @@ func TestUnits(t *testing.T) {
 		{fmtNs, 12345, "12.3 µs"}, {fmtNs, 2.5e6, "2.5 ms"}, {fmtNs, nan, "—"},
 		{fmtX, 9.99, "9.99×"}, {fmtX, 10, "10.0×"}, {fmtX, 99.9, "99.9×"}, {fmtX, 100, "100×"}, {fmtX, inf, "—"},
 		{fmtRate, 999, "999 /s"}, {fmtRate, 1000, "1.0 k/s"}, {fmtRate, 999999, "1000.0 k/s"}, {fmtRate, 2.5e6, "2.50 M/s"},
-		{fmtAllocs, 0, "0 allocs"}, {fmtAllocs, 1.0 / 3000, "0.000333 allocs"}, {fmtAllocs, 2, "2 allocs"},
+		{fmtAllocs, 0, "0 allocs"}, {fmtAllocs, 1.0 / 3000, "0.000333 allocs"}, {fmtAllocs, 2, "2 allocs"}, {fmtAllocs, nan, "—"},
 		{fmtBytes, 1023, "1023 B"}, {fmtBytes, 1024, "1.0 KiB"}, {fmtBytes, 3 << 20, "3.0 MiB"}, {fmtBytes, nan, "—"},
 	} {
 		assert.Equal(t, tc.want, tc.f(tc.v), "%v", tc.v)

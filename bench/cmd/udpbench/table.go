@@ -106,6 +106,17 @@ func fmtRate(r float64) string { return rateUnits.show(r) }
 // fmtBytes formats a size in bytes.
 func fmtBytes(b float64) string { return bytesUnits.show(b) }
 
+// fmtAllocs formats allocations per operation to three significant
+// digits: one allocation over a measurement of thousands of slow lookups
+// (a -quick run takes one measurement, so the fewest of several cannot
+// drop it) must not read "0.00" beside a verdict of not met.
+func fmtAllocs(x float64) string {
+	if math.IsNaN(x) {
+		return "—"
+	}
+	return fmt.Sprintf("%.3g allocs", x)
+}
+
 // fmtFaster formats how many times faster something is, given its
 // speed-up x (the other's time divided by its own): "2.50× faster", or
 // for x below 1, "1.47× slower" rather than "0.68× faster".
