@@ -245,4 +245,15 @@ func TestBadInput(t *testing.T) {
 		tab.LookupMulticast(peer, dst, 1, func(*demux.Socket[int], int) bool { n++; return true })
 		assert.Zero(t, n)
 	}
+	// The same on the growing tables (the default), whose IPv4 path
+	// (grow.Engine.Lookup4) checks the datagram itself, with a wildcard
+	// on the port that would take the datagram otherwise.
+	grown, err := demux.New[int](demux.Config{})
+	require.NoError(t, err)
+	_, err = grown.Bind(demux.Options{Addr: any4, Port: 53}, 1)
+	require.NoError(t, err)
+	for _, dst := range []netip.AddrPort{{}, netip.MustParseAddrPort("0.0.0.0:53"), netip.MustParseAddrPort("[::]:53"), netip.MustParseAddrPort("127.0.0.1:0")} {
+		s, _ := grown.Lookup(peer, dst, 1)
+		assert.Nil(t, s, dst)
+	}
 }

@@ -18,15 +18,11 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 	var r *sock.Ref
 	var p lookup.Path
 	if t.g != nil && src.Addr().Is4() && dst.Addr().Is4() {
-		// Tested before Tuple4.Init, the family leaves src and dst dead
-		// on this path once Init has them, so they are not kept across
-		// its call. Init refuses only what Query.Init would refuse.
-		var t4 lookup.Tuple4
-		if !t4.Init(src, dst, ifindex) {
+		var ok bool
+		if r, p, ok = t.g.Lookup4(src, dst, ifindex, &q); !ok {
 			var zero V
 			return nil, zero
 		}
-		r, p = t.g.Lookup4(&t4, &q)
 	} else {
 		if !q.Init(src, dst, ifindex) {
 			var zero V

@@ -2,6 +2,7 @@ package demux_test
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -58,6 +59,52 @@ func TestLookup4MatchesLookup(t *testing.T) {
 			// second, lookups must have searched the indexes.
 			if c.Table.Strategy == demux.TwoPhase || c.Table.Threshold == 2 {
 				require.Positive(t, r.Table().Stats().Lookups.Secondary, "no lookup reached the indexes")
+			}
+		})
+	}
+}
+
+// TestConnectedNeighbours: many connected sockets on one address and port
+// whose peers differ only in their port, or only in their address, each
+// receive their own peer's datagrams, and unknown peers reach the
+// listener. With 4 096 peers of each kind, many pairs of 4-tuples share
+// a line of the 4-tuple index and the 7-bit tag of their hashes there,
+// so that a lookup that checked the tag and not each field of the key
+// would take a neighbour's socket (mutations lookup4-fast-*-unchecked).
+func TestConnectedNeighbours(t *testing.T) {
+	local := netip.MustParseAddrPort("10.0.0.1:4433")
+	for _, tc := range []struct {
+		name string
+		peer func(i int) netip.AddrPort
+	}{
+		{"ports", func(i int) netip.AddrPort {
+			return netip.AddrPortFrom(netip.MustParseAddr("172.16.0.1"), uint16(10000+i))
+		}},
+		{"addresses", func(i int) netip.AddrPort {
+			return netip.AddrPortFrom(netip.AddrFrom4([4]byte{172, 16, byte(i >> 8), byte(i)}), 40000)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 4096
+			tab, err := demux.New[int](demux.Config{})
+			require.NoError(t, err)
+			opts := demux.Options{Addr: local.Addr(), Port: local.Port(), ReuseAddr: true}
+			_, err = tab.Bind(opts, -1)
+			require.NoError(t, err)
+			for i := range n {
+				s, err := tab.Bind(opts, i)
+				require.NoError(t, err)
+				require.NoError(t, tab.Connect(s, tc.peer(i), netip.Addr{}))
+			}
+			require.NoError(t, tab.Verify())
+			for i := range n {
+				s, v := tab.Lookup(tc.peer(i), local, 1)
+				require.NotNil(t, s, "peer %v", tc.peer(i))
+				require.Equal(t, i, v, "peer %v", tc.peer(i))
+			}
+			for i := n; i < 2*n; i++ {
+				_, v := tab.Lookup(tc.peer(i), local, 1)
+				require.Equal(t, -1, v, "unknown peer %v", tc.peer(i))
 			}
 		})
 	}

@@ -50,7 +50,7 @@ func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket)
 	for i := range n {
 		out[i] = nil
 		if ok[i] {
-			if r, _ := g.Lookup4(&ts[i], &q); r != nil {
+			if r, _ := g.lookupTuple4(&ts[i], &q); r != nil {
 				out[i] = r.Sock
 			}
 		}

@@ -51,6 +51,10 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 			want.add(e, 1)
 			if e.Group != nil {
+				if e.Has(sock.Connected) {
+					// Lookup4 takes a 4-tuple match without a flow hash.
+					bad("connected entry %v:%d in an SO_REUSEPORT group", e.LocalAddr(), e.Port)
+				}
 				groups[groupOf(e)] = append(groups[groupOf(e)], e)
 			} else if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
 				bad("entry %v:%d has no group", e.LocalAddr(), e.Port)

@@ -1,6 +1,7 @@
 package lookup
 
 import (
+	"encoding/binary"
 	"math"
 	"net/netip"
 
@@ -19,24 +20,41 @@ type Tuple4 struct {
 
 // Init prepares the lookup of a datagram from src to dst that arrived on
 // interface ifindex. It reports false unless both addresses are IPv4 (not
-// v4-mapped) and the datagram can be delivered: dst is not 0.0.0.0 and
-// its port is not 0. Query.Init takes the datagrams it refuses.
+// v4-mapped) and the datagram can be delivered (Deliverable). Query.Init
+// takes the datagrams it refuses.
 func (t *Tuple4) Init(src, dst netip.AddrPort, ifindex int) bool {
 	sa, da := src.Addr(), dst.Addr()
 	if !sa.Is4() || !da.Is4() {
 		return false
 	}
-	t.Src, t.Dst = be32(sa.As4()), be32(da.As4())
-	t.SrcPort, t.DstPort = src.Port(), dst.Port()
-	t.Ifindex = noDevice
-	if ifindex >= 0 && ifindex <= math.MaxInt32 {
-		t.Ifindex = int32(ifindex)
-	}
-	return t.Dst != 0 && t.DstPort != 0
+	*t = Tuple4{Src: V4(sa), Dst: V4(da), SrcPort: src.Port(), DstPort: dst.Port(), Ifindex: Device(ifindex)}
+	return t.Deliverable()
 }
 
-func be32(b [4]byte) uint32 {
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+// Deliverable reports whether some socket could receive t: its
+// destination is not 0.0.0.0 and its port is not 0.
+func (t *Tuple4) Deliverable() bool { return t.Dst != 0 && t.DstPort != 0 }
+
+// V4 returns the IPv4 address a as a number, its first byte highest; 0
+// if a is not an IPv4 address (Is4). It reads a through As4: through
+// As16, whose two 8-byte halves the compiler copied with one 16-byte
+// load, which the stores cannot forward to, a connected lookup took about
+// 18 ns more.
+func V4(a netip.Addr) uint32 {
+	if !a.Is4() {
+		return 0
+	}
+	b := a.As4()
+	return binary.BigEndian.Uint32(b[:])
+}
+
+// Device returns the Ifindex of a datagram that arrived on interface
+// ifindex: noDevice if ifindex does not fit an int32.
+func Device(ifindex int) int32 {
+	if ifindex >= 0 && ifindex <= math.MaxInt32 {
+		return int32(ifindex)
+	}
+	return noDevice
 }
 
 // Set4 fills q in for the datagram t, as Init would from its addresses.

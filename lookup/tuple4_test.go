@@ -21,19 +21,23 @@ func TestTuple4Init(t *testing.T) {
 		src, dst string
 		ifindex  int
 		ok       bool
+		dev      int32 // the Tuple4's Ifindex, if ok
 	}{
-		{"192.0.2.1:1000", "10.0.0.1:53", 3, true},
-		{"192.0.2.1:0", "10.0.0.1:53", 0, true},
-		{"0.0.0.0:1000", "10.0.0.1:53", 0, true},
-		{"192.0.2.1:1000", "127.0.0.6:53", 0, true},
-		{"192.0.2.1:1000", "10.0.0.1:53", -1, true},
-		{"192.0.2.1:1000", "10.0.0.1:53", math.MaxInt32 + 1, true},
-		{"192.0.2.1:1000", "0.0.0.0:53", 0, false},
-		{"192.0.2.1:1000", "10.0.0.1:0", 0, false},
-		{"[::ffff:192.0.2.1]:1000", "10.0.0.1:53", 0, false},
-		{"192.0.2.1:1000", "[::ffff:10.0.0.1]:53", 0, false},
-		{"[2001:db8::1]:1000", "[2001:db8::2]:53", 0, false},
-		{"192.0.2.1:1000", "[2001:db8::2]:53", 0, false},
+		{"192.0.2.1:1000", "10.0.0.1:53", 3, true, 3},
+		{"192.0.2.1:0", "10.0.0.1:53", 0, true, 0},
+		{"0.0.0.0:1000", "10.0.0.1:53", 0, true, 0},
+		{"192.0.2.1:1000", "127.0.0.6:53", 0, true, 0},
+		{"192.0.2.1:1000", "10.0.0.1:53", -1, true, -1},
+		{"192.0.2.1:1000", "10.0.0.1:53", -7, true, -1},
+		{"192.0.2.1:1000", "10.0.0.1:53", math.MaxInt32, true, math.MaxInt32},
+		{"192.0.2.1:1000", "10.0.0.1:53", math.MaxInt32 + 1, true, -1},
+		{"192.0.2.1:1000", "10.0.0.1:53", math.MaxUint32 + 5, true, -1},
+		{"192.0.2.1:1000", "0.0.0.0:53", 0, false, 0},
+		{"192.0.2.1:1000", "10.0.0.1:0", 0, false, 0},
+		{"[::ffff:192.0.2.1]:1000", "10.0.0.1:53", 0, false, 0},
+		{"192.0.2.1:1000", "[::ffff:10.0.0.1]:53", 0, false, 0},
+		{"[2001:db8::1]:1000", "[2001:db8::2]:53", 0, false, 0},
+		{"192.0.2.1:1000", "[2001:db8::2]:53", 0, false, 0},
 	} {
 		src, dst := netip.MustParseAddrPort(tc.src), netip.MustParseAddrPort(tc.dst)
 		var t4 Tuple4
@@ -41,6 +45,9 @@ func TestTuple4Init(t *testing.T) {
 		if !tc.ok {
 			continue
 		}
+		// An index that does not fit an int32 is no device's, and is
+		// not truncated into another's.
+		assert.Equal(t, tc.dev, t4.Ifindex, "%s → %s on %d", tc.src, tc.dst, tc.ifindex)
 		var want, got Query
 		require.True(t, want.Init(src, dst, tc.ifindex))
 		got.Set4(&t4)
@@ -93,5 +100,23 @@ func TestScore4MatchesScore(t *testing.T) {
 	// Every tier was met, and misses: the draw covered the rules.
 	for _, s := range []int{-1, 1, 2, 2 + 8, 2 + 4, exactTier + 1, exactTier + 2, exactTier + 2 + 8 + 4, hash4Score} {
 		assert.Positive(t, seen[s], "score %d never drawn", s)
+	}
+}
+
+// TestV4: V4 gives an IPv4 address's number, and 0, without a panic, for
+// every address that is not IPv4.
+func TestV4(t *testing.T) {
+	for _, tc := range []struct {
+		addr netip.Addr
+		want uint32
+	}{
+		{netip.MustParseAddr("10.0.0.1"), 0x0a000001},
+		{netip.MustParseAddr("255.254.253.252"), 0xfffefdfc},
+		{netip.MustParseAddr("0.0.0.0"), 0},
+		{netip.MustParseAddr("::ffff:10.0.0.1"), 0},
+		{netip.MustParseAddr("2001:db8::1"), 0},
+		{netip.Addr{}, 0},
+	} {
+		assert.Equal(t, tc.want, V4(tc.addr), "%v", tc.addr)
 	}
 }
