@@ -27,7 +27,12 @@ func (t *Tuple4) Init(src, dst netip.AddrPort, ifindex int) bool {
 	if !sa.Is4() || !da.Is4() {
 		return false
 	}
-	*t = Tuple4{Src: V4(sa), Dst: V4(da), SrcPort: src.Port(), DstPort: dst.Port(), Ifindex: Device(ifindex)}
+	// Field by field: a composite literal is built in a temporary and
+	// copied with one 16-byte load of its five stores, which they cannot
+	// forward to (see grow.Engine.Lookup4).
+	t.Src, t.Dst = V4(sa), V4(da)
+	t.SrcPort, t.DstPort = src.Port(), dst.Port()
+	t.Ifindex = Device(ifindex)
 	return t.Deliverable()
 }
 
