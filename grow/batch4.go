@@ -15,10 +15,10 @@ import (
 // (and the 4-tuple's, where the port's peer filter may hold the source),
 // then every line those hashes pick (bhash's Guess), then the entry each
 // line most likely holds for its key. Each stage is a short loop, so that
-// the processor has many misses in flight at once. Then it runs Lookup4
-// on each datagram, whose reads the stages brought into the cache. The
-// stages decide nothing: each answer is Lookup4's, and a move meanwhile
-// is Lookup4's to notice.
+// the processor has many misses in flight at once. Then it runs Lookup4's
+// search on each datagram's tuple (lookupTuple4), whose reads the stages
+// brought into the cache. The stages decide nothing: each answer is
+// Lookup4's, and a move meanwhile is that search's to notice.
 //
 // It returns sockets, not Refs: a Ref's value lies in its entry's second
 // cache line, which the lookup of an unconnected socket does not read

@@ -127,7 +127,7 @@ func (g *Engine) indexed4(pr *portSlot, seq uint32, peer bool, t *lookup.Tuple4,
 }
 
 // search4 is indexed for an IPv4 datagram that no connected socket's
-// 4-tuple took (Lookup4 tried those), where each key it reads has one
+// 4-tuple took (indexed4 tried those), where each key it reads has one
 // class. It reports false, and the caller runs indexed, where it cannot
 // tell the answer so: a key with several classes, a candidate of the
 // destination's key that is not bound to it, or a count of pr's moves
