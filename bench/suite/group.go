@@ -71,7 +71,8 @@ func (f *groupMapFixture) Check(i, max int) error {
 func (f *groupMapFixture) Looker(i int) (int, func(from, count int) uint64) {
 	ds := f.sets[i].D
 	return len(ds), func(from, count int) (wrong uint64) {
-		for _, d := range ds[from : from+count] {
+		for k := from; k < from+count; k++ {
+			d := &ds[k]
 			if !d.accepts(f.pick(d.Src, d.Dst)) {
 				wrong++
 			}

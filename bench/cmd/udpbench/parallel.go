@@ -21,7 +21,7 @@ func parallelShapes(quick bool) []shapeAt {
 func (r *runner) parallel() {
 	d := parallelTime.at(r.c.quick)
 	r.printf("Lookups of the *bound* datagrams on 1 and 2 goroutines (this machine has %d logical CPUs, GOMAXPROCS %d) "+
-		"for %v per measurement, in %d pairs, alternately 1 goroutine then 2 and 2 then 1; the rates are the medians, and the speed-up is "+
+		"for %v per measurement, each begun by a garbage collection as go test begins each benchmark (so that the garbage of the check after one measurement is not collected during the next), in %d pairs, alternately 1 goroutine then 2 and 2 then 1; the rates are the medians, and the speed-up is "+
 		"the median of the pairs' ratios, so that a change of the machine's load between pairs does not skew it, nor a drift within them favour one count; with no writer, with a writer binding and closing a socket %d times a "+
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+
 		"3 goroutines share the CPUs). The writer's sockets share the primary slot of the same-port shape and never "+
