@@ -21,7 +21,9 @@ func parallelShapes(quick bool) []shapeAt {
 func (r *runner) parallel() {
 	d := parallelTime.at(r.c.quick)
 	r.printf("Lookups of the *bound* datagrams on 1 and 2 goroutines (this machine has %d logical CPUs, GOMAXPROCS %d) "+
-		"for %v per measurement, each begun by a garbage collection as go test begins each benchmark (so that the garbage of the check after one measurement is not collected during the next), in %d pairs, alternately 1 goroutine then 2 and 2 then 1; the rates are the medians, and the speed-up is "+
+		"for %v per measurement, each begun by a garbage collection as go test begins each benchmark (so that the garbage of the check after one measurement is not collected during the next), in %d pairs, alternately 1 goroutine then 2 and 2 then 1; "+
+		"a shape's contenders are built together, and each pair measures every row without a writer in turn (then, in pairs of their own, the rows with one), so that a row's pairs are spread over the shape's run and a change of the machine's speed reaches every contender alike; "+
+		"the rates are the medians, and the speed-up is "+
 		"the median of the pairs' ratios, so that a change of the machine's load between pairs does not skew it, nor a drift within them favour one count; with no writer, with a writer binding and closing a socket %d times a "+
 		"second, and with one binding and closing flat out on a goroutine of its own (so with 2 lookup goroutines, "+
 		"3 goroutines share the CPUs). The writer's sockets share the primary slot of the same-port shape and never "+
@@ -31,35 +33,37 @@ func (r *runner) parallel() {
 	t := newTable("shape, contender, writer", "1 goroutine", "2 goroutines", "speed-up", "writer ops/s (2 goroutines)")
 	for _, at := range parallelShapes(r.c.quick) {
 		sh := at.make(lookupSlots, r.c.seed)
-		for _, tg := range []suite.Target{suite.Hybrid, suite.Default, suite.GVisor, suite.Floor} {
-			f, _, err := suite.Prepare(tg, sh, suite.Options{})
-			if err != nil {
-				r.fail("%v", err)
-				continue
+		rows := r.parallelRows(sh)
+		// The rows without a writer first, so that they look up tables
+		// as built, as they did when each row was measured on its own.
+		var quiet, written []*parallelRow
+		for _, row := range rows {
+			if row.w == suite.NoWriter {
+				quiet = append(quiet, row)
+			} else {
+				written = append(written, row)
 			}
-			if err := f.Check(0, checkMax); err != nil {
-				r.fail("%s on %s: wrong answer: %v", tg.Name, sh.Name, err)
-				f.Close()
-				continue
-			}
-			for _, w := range []suite.Writer{suite.NoWriter, suite.PacedWriter, suite.FlatOutWriter} {
-				if tg == suite.Floor && w != suite.NoWriter {
-					continue
-				}
-				rate, sp, wops, ok := r.parallelRates(f, sh, tg, w, d)
-				if !ok {
-					continue
-				}
-				r.set(key{scen: scParallel, shape: at.shape, n: at.n, target: tg.Name, writer: w, m: speedupX}, sp)
-				wcell := "—"
-				if w != suite.NoWriter {
-					wcell = fmtRate(wops)
-				}
-				t.add(fmt.Sprintf("%s, %s, %v", sh.Name, tg.Name, w), fmtRate(rate[1]), fmtRate(rate[2]), fmtX(sp), wcell)
-			}
-			f.Close()
-			runtime.GC()
 		}
+		r.parallelPairsOf(sh, quiet, d)
+		r.parallelPairsOf(sh, written, d)
+		for _, row := range rows {
+			if row.failed || len(row.ups) == 0 {
+				continue
+			}
+			rate, sp, wops := row.summary(r, sh)
+			r.set(key{scen: scParallel, shape: at.shape, n: at.n, target: row.tg.Name, writer: row.w, m: speedupX}, sp)
+			wcell := "—"
+			if row.w != suite.NoWriter {
+				wcell = fmtRate(wops)
+			}
+			t.add(fmt.Sprintf("%s, %s, %v", sh.Name, row.tg.Name, row.w), fmtRate(rate[1]), fmtRate(rate[2]), fmtX(sp), wcell)
+		}
+		for _, row := range rows {
+			if row.owner {
+				row.f.Close()
+			}
+		}
+		runtime.GC()
 	}
 	r.printf("%s\nColumns: lookups per second, all goroutines together (higher is better); *speed-up*: "+
 		"2 goroutines ÷ 1; *writer ops/s*: the writer's bind+close pairs per second while 2 goroutines looked up.\n\n", t)
@@ -69,44 +73,93 @@ func (r *runner) parallel() {
 // parallelPairs, or -runs if more.
 func (r *runner) parallelPairs() int { return max(r.c.runs, parallelPairs.at(r.c.quick)) }
 
-// parallelRates measures the lookup rates on 1 and 2 goroutines (indexed
-// by the count), in r.parallelPairs() pairs, one goroutine then two in the
-// even pairs and two then one in the odd. It returns the median rates, the
-// median of the pairs' speed-ups, and the writer's rate in the
-// 2-goroutine measurement of the median rate.
-func (r *runner) parallelRates(f suite.Fixture, sh *suite.Shape, tg suite.Target, w suite.Writer, d time.Duration) (rate [3]float64, speedup, wops float64, ok bool) {
-	var rs [3][]suite.ParallelResult
-	var ups []float64
+// parallelRow is one row of the parallel scenario: a contender and a
+// writer mode, with the measurements taken so far. The rows of one
+// contender share its fixture; the first of them owns it.
+type parallelRow struct {
+	tg     suite.Target
+	f      suite.Fixture
+	owner  bool // the row that closes f
+	w      suite.Writer
+	rs     [3][]suite.ParallelResult // by goroutine count
+	ups    []float64                 // each pair's speed-up
+	failed bool
+}
+
+// parallelRows builds and checks every contender of sh and returns its
+// rows, writers in the order of the table. A contender that fails to
+// build or to answer is reported and left out.
+func (r *runner) parallelRows(sh *suite.Shape) []*parallelRow {
+	var rows []*parallelRow
+	for _, tg := range []suite.Target{suite.Hybrid, suite.Default, suite.GVisor, suite.Floor} {
+		f, _, err := suite.Prepare(tg, sh, suite.Options{})
+		if err != nil {
+			r.fail("%v", err)
+			continue
+		}
+		if err := f.Check(0, checkMax); err != nil {
+			r.fail("%s on %s: wrong answer: %v", tg.Name, sh.Name, err)
+			f.Close()
+			continue
+		}
+		for i, w := range []suite.Writer{suite.NoWriter, suite.PacedWriter, suite.FlatOutWriter} {
+			if tg == suite.Floor && w != suite.NoWriter {
+				continue
+			}
+			rows = append(rows, &parallelRow{tg: tg, f: f, owner: i == 0, w: w})
+		}
+	}
+	return rows
+}
+
+// parallelPairsOf takes r.parallelPairs() pairs of measurements of every
+// row: pair i measures each row in turn, one goroutine then two in the
+// even pairs and two then one in the odd. A row whose run fails or finds
+// a wrong socket is reported and measured no more.
+func (r *runner) parallelPairsOf(sh *suite.Shape, rows []*parallelRow, d time.Duration) {
 	for i := range r.parallelPairs() {
 		order := []int{1, 2}
 		if i%2 == 1 {
 			order = []int{2, 1}
 		}
-		for _, g := range order {
-			res, err := suite.Parallel(f, 0, g, d, w)
-			if err != nil {
-				r.fail("parallel %s on %s, %d goroutines, writer %v: %v", tg.Name, sh.Name, g, w, err)
-				return rate, 0, 0, false
+		for _, row := range rows {
+			if row.failed {
+				continue
 			}
-			if res.Wrong > 0 {
-				r.fail("parallel %s on %s, %d goroutines, writer %v: %d of %d lookups found the wrong socket",
-					tg.Name, sh.Name, g, w, res.Wrong, res.Lookups)
-				return rate, 0, 0, false
+			for _, g := range order {
+				res, err := suite.Parallel(row.f, 0, g, d, row.w)
+				if err == nil && res.Wrong > 0 {
+					err = fmt.Errorf("%d of %d lookups found the wrong socket", res.Wrong, res.Lookups)
+				}
+				if err != nil {
+					r.fail("parallel %s on %s, %d goroutines, writer %v: %v", row.tg.Name, sh.Name, g, row.w, err)
+					row.failed = true
+					break
+				}
+				row.rs[g] = append(row.rs[g], res)
 			}
-			rs[g] = append(rs[g], res)
+			if !row.failed {
+				row.ups = append(row.ups, row.rs[2][len(row.rs[2])-1].PerSec()/row.rs[1][len(row.rs[1])-1].PerSec())
+			}
 		}
-		ups = append(ups, rs[2][len(rs[2])-1].PerSec()/rs[1][len(rs[1])-1].PerSec())
 	}
+}
+
+// summary returns the row's median rates on 1 and 2 goroutines (indexed
+// by the count), the median of its pairs' speed-ups, and the writer's
+// rate in the 2-goroutine measurement of the median rate.
+func (row *parallelRow) summary(r *runner, sh *suite.Shape) (rate [3]float64, speedup, wops float64) {
 	for _, g := range []int{1, 2} {
-		slices.SortFunc(rs[g], func(a, b suite.ParallelResult) int { return cmp.Compare(a.PerSec(), b.PerSec()) })
-		m := rs[g][len(rs[g])/2]
+		rs := slices.Clone(row.rs[g])
+		slices.SortFunc(rs, func(a, b suite.ParallelResult) int { return cmp.Compare(a.PerSec(), b.PerSec()) })
+		m := rs[len(rs)/2]
 		rate[g] = m.PerSec()
 		if g == 2 {
 			wops = float64(m.WriterOps) / m.Elapsed.Seconds()
 		}
-		r.detail("  %s %s writer=%v goroutines=%d: %s lookups", sh.Name, tg.Name, w, g, fmtRate(m.PerSec()))
+		r.detail("  %s %s writer=%v goroutines=%d: %s lookups", sh.Name, row.tg.Name, row.w, g, fmtRate(m.PerSec()))
 	}
-	return rate, median(ups), wops, true
+	return rate, median(row.ups), wops
 }
 
 func (r *runner) parallelGoals() []goal {
