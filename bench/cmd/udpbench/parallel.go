@@ -33,7 +33,7 @@ func (r *runner) parallel() {
 	t := newTable("shape, contender, writer", "1 goroutine", "2 goroutines", "speed-up", "writer ops/s (2 goroutines)")
 	for _, at := range parallelShapes(r.c.quick) {
 		sh := at.make(lookupSlots, r.c.seed)
-		rows := r.parallelRows(sh)
+		rows, fixtures := r.parallelRows(sh)
 		// The rows without a writer first, so that they look up tables
 		// as built, as they did when each row was measured on its own.
 		var quiet, written []*parallelRow
@@ -58,10 +58,8 @@ func (r *runner) parallel() {
 			}
 			t.add(fmt.Sprintf("%s, %s, %v", sh.Name, row.tg.Name, row.w), fmtRate(rate[1]), fmtRate(rate[2]), fmtX(sp), wcell)
 		}
-		for _, row := range rows {
-			if row.owner {
-				row.f.Close()
-			}
+		for _, f := range fixtures {
+			f.Close()
 		}
 		runtime.GC()
 	}
@@ -75,11 +73,10 @@ func (r *runner) parallelPairs() int { return max(r.c.runs, parallelPairs.at(r.c
 
 // parallelRow is one row of the parallel scenario: a contender and a
 // writer mode, with the measurements taken so far. The rows of one
-// contender share its fixture; the first of them owns it.
+// contender share its fixture.
 type parallelRow struct {
 	tg     suite.Target
 	f      suite.Fixture
-	owner  bool // the row that closes f
 	w      suite.Writer
 	rs     [3][]suite.ParallelResult // by goroutine count
 	ups    []float64                 // each pair's speed-up
@@ -87,10 +84,12 @@ type parallelRow struct {
 }
 
 // parallelRows builds and checks every contender of sh and returns its
-// rows, writers in the order of the table. A contender that fails to
-// build or to answer is reported and left out.
-func (r *runner) parallelRows(sh *suite.Shape) []*parallelRow {
+// rows, writers in the order of the table, and the fixtures, which the
+// caller closes. A contender that fails to build or to answer is reported
+// and left out.
+func (r *runner) parallelRows(sh *suite.Shape) ([]*parallelRow, []suite.Fixture) {
 	var rows []*parallelRow
+	var fixtures []suite.Fixture
 	for _, tg := range []suite.Target{suite.Hybrid, suite.Default, suite.GVisor, suite.Floor} {
 		f, _, err := suite.Prepare(tg, sh, suite.Options{})
 		if err != nil {
@@ -102,14 +101,15 @@ func (r *runner) parallelRows(sh *suite.Shape) []*parallelRow {
 			f.Close()
 			continue
 		}
-		for i, w := range []suite.Writer{suite.NoWriter, suite.PacedWriter, suite.FlatOutWriter} {
+		fixtures = append(fixtures, f)
+		for _, w := range []suite.Writer{suite.NoWriter, suite.PacedWriter, suite.FlatOutWriter} {
 			if tg == suite.Floor && w != suite.NoWriter {
 				continue
 			}
-			rows = append(rows, &parallelRow{tg: tg, f: f, owner: i == 0, w: w})
+			rows = append(rows, &parallelRow{tg: tg, f: f, w: w})
 		}
 	}
-	return rows
+	return rows, fixtures
 }
 
 // parallelPairsOf takes r.parallelPairs() pairs of measurements of every
