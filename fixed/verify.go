@@ -9,8 +9,8 @@ import (
 // slot of its port and the secondary slot of its address key, once, and is
 // its open socket's current state; each slot's count equals its chain's
 // length, its links are consistent and no move is in progress; each
-// secondary slot's key mask is its chain's; SO_REUSEPORT groups hold
-// exactly their unconnected ReusePort members.
+// secondary slot's summary (key mask, twin count) fits its chain;
+// SO_REUSEPORT groups hold exactly their unconnected ReusePort members.
 // Call it when no write is in flight.
 func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	h1, h2 := x.h1, x.h2
@@ -39,7 +39,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if s.Seq.Moving() {
 			bad("secondary slot %d: move in progress", i)
 		}
-		h2.VerifyMask(i, bad)
+		h2.VerifySummary(i, bad)
 		c := &s.Chain
 		if c.First() == nil && c.Len() == 0 {
 			continue

@@ -27,7 +27,7 @@ import (
 
 // Slot is one secondary slot. Its chain is read without locks; writers hold
 // the slot's lock (Table.Lock) and change it through Table's Push, Remove
-// and Replace, which keep the slot's mask (see MayHold) in step. The
+// and Replace, which keep the slot's summary (see Summary) in step. The
 // chain's Seq counts the moves of entries between secondary slots (see
 // sock.SeqCount).
 type Slot struct {
@@ -37,7 +37,7 @@ type Slot struct {
 // Table is the secondary table. Its size and seed never change.
 type Table struct {
 	slots    []Slot
-	masks    []atomic.Uint32   // masks[i] is slots[i]'s mask (see MayHold)
+	sums     []atomic.Uint64   // sums[i] is slots[i]'s summary (see Summary)
 	locks    []lockorder.Mutex // apart from the slots, which lookups read
 	shift    uint8             // 64 - log2(slots)
 	mul      uint64            // odd, from the seed: mixes the port into the index
@@ -52,7 +52,7 @@ func New(n int, seed uint64) (*Table, error) {
 		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",
 			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
 	}
-	t := &Table{slots: make([]Slot, n), masks: make([]atomic.Uint32, n), locks: make([]lockorder.Mutex, n)}
+	t := &Table{slots: make([]Slot, n), sums: make([]atomic.Uint64, n), locks: make([]lockorder.Mutex, n)}
 	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
 	t.seed = seed
 	t.mul = xxh64x16(seed, 0x9e3779b97f4a7c15, 0) | 1

@@ -16,6 +16,12 @@ func TestInlining(t *testing.T) {
 	want := []string{
 		"xxh64x16", // the address hash of every two-phase lookup
 		"round",
+		// A two-phase lookup's read of its exact slot's summary, and the
+		// check at its early stop.
+		"(*Table).Summary",
+		"Summary.MayHold",
+		"Summary.Distinct",
+		"(*Table).Unchanged",
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {

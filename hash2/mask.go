@@ -4,17 +4,19 @@ import (
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
-// A slot's key mask is a word of 32 bits beside it, in an array a quarter
-// of the size of the slots': each entry of the slot's chain sets the bit
-// that the top five bits of its key's address hash pick. A lookup reads
-// the mask of its exact-address slot, and skips the chain when neither
-// its destination's bit nor the wildcard's is set: the entries of other
-// addresses that share the slot are passed over without a load of any of
-// them. With as many sockets as slots, a datagram to an address that only
-// a wildcard socket serves finds about one such entry in its exact slot,
-// and the load of it was most of its lookup's time: at 65 536 sockets on
-// one port, such a lookup went from 76 to 38 ns (go test -bench in bench/,
-// the builds in turn, three runs each).
+// A slot's summary is a word of 64 bits beside it, in an array half the
+// size of the slots', that a lookup reads in one load: a key mask in its
+// low half and a twin count in its high half.
+//
+// The key mask: each entry of the slot's chain sets the bit that the top
+// five bits of its key's address hash pick. A lookup skips the chain when
+// neither its destination's bit nor the wildcard's is set: the entries of
+// other addresses that share the slot are passed over without a load of
+// any of them. With as many sockets as slots, a datagram to an address
+// that only a wildcard socket serves finds about one such entry in its
+// exact slot, and the load of it was most of its lookup's time: at 65 536
+// sockets on one port, such a lookup went from 76 to 38 ns (go test -bench
+// in bench/, the builds in turn, three runs each).
 //
 // Entries kept in the slot itself, with tags, were tried first: slots of a
 // cache line made the table four times larger, and lookups at 256 to
@@ -35,69 +37,154 @@ import (
 // the mask. A chain that long sets most of the 32 bits anyway, and a
 // removal that brings it down to exactMax makes the mask exact again. So
 // the mask is always a superset of its chain's bits, and exactly its
-// chain's while the chain holds at most exactMax entries (VerifyMask).
+// chain's while the chain holds at most exactMax entries (VerifySummary).
+//
+// The twin count is odd while the chain may hold twins: two entries of
+// one key and port. While it is even, at most one entry of the chain can
+// take a datagram to a given address and port in any slot but the
+// wildcard's, so a lookup may stop the walk there (Distinct, Unchanged):
+// with a million sockets on one port in 65 536 slots, chains of about 16,
+// it loads half the chain instead of all of it. A writer makes the count
+// odd before it links an entry that has a twin in the chain, and even
+// again only after an unlink, when the chain it recomputes (at most
+// exactMax entries, as for the mask) holds no twins; so it only grows,
+// and a lookup that reads the same even count before and after its walk
+// knows that no twins were in the chain at any moment in between. A new
+// entry is compared with at most twinScanMax others; past that the count
+// is made odd without a look, which only costs lookups the early stop.
 
-// exactMax is the longest chain whose mask a removal recomputes.
+// exactMax is the longest chain whose summary a removal recomputes.
 const exactMax = 8
+
+// twinScanMax is the longest chain that a new entry is compared with to
+// keep the twin count even.
+const twinScanMax = 64
+
+// twinOne is one step of the twin count, in the summary's high half.
+const twinOne = 1 << 32
 
 // bit returns the mask bit of an address hash.
 func bit(h uint32) uint32 { return 1 << (h >> 27) }
 
-// MayHold reports whether slot i may hold an entry whose key hashes to h
-// or wild: false means it holds none.
-func (t *Table) MayHold(i int, h, wild uint32) bool {
-	return t.masks[i].Load()&(bit(h)|bit(wild)) != 0
-}
+// Summary is a slot's summary as one load read it: its key mask and twin
+// count.
+type Summary uint64
 
-// Push links e at the head of slot i's chain, setting its mask bit
-// first. The caller holds the slot's lock.
+// Summary returns slot i's summary.
+func (t *Table) Summary(i int) Summary { return Summary(t.sums[i].Load()) }
+
+// MayHold reports whether the slot may hold an entry whose key hashes to h
+// or wild: false means it holds none.
+func (s Summary) MayHold(h, wild uint32) bool { return uint32(s)&(bit(h)|bit(wild)) != 0 }
+
+// Distinct reports whether the slot held no twins, no two entries of one
+// key and port, when s was read.
+func (s Summary) Distinct() bool { return s&twinOne == 0 }
+
+// Unchanged reports whether slot i's twin count is still s's: with a
+// Distinct s, the slot has held no twins since s was read.
+func (t *Table) Unchanged(i int, s Summary) bool { return (t.sums[i].Load()^uint64(s))>>32 == 0 }
+
+// Push links e at the head of slot i's chain, setting its mask bit and,
+// if it has a twin there, the twin count odd first. The caller holds the
+// slot's lock.
 func (t *Table) Push(i int, e *sock.Entry) {
-	t.masks[i].Or(bit(t.AddrHash(e.Key())))
+	t.note(i, e, nil)
 	t.slots[i].PushFront(&e.N2)
 }
 
-// Remove unlinks e from slot i, then recomputes the slot's mask if the
+// Remove unlinks e from slot i, then recomputes the slot's summary if the
 // chain is short enough (exactMax). The caller holds the slot's lock.
 func (t *Table) Remove(i int, e *sock.Entry) {
 	t.slots[i].Chain.Remove(&e.N2)
 	t.tighten(i)
 }
 
-// Replace puts e in old's place in slot i: it sets e's mask bit, swaps
-// the entries, then recomputes the mask if the chain is short enough.
-// The caller holds the slot's lock.
+// Replace puts e in old's place in slot i: it notes e as Push does (old
+// does not count as its twin), swaps the entries, then recomputes the
+// summary if the chain is short enough. The caller holds the slot's lock.
 func (t *Table) Replace(i int, old, e *sock.Entry) {
-	t.masks[i].Or(bit(t.AddrHash(e.Key())))
+	t.note(i, e, old)
 	t.slots[i].Chain.Replace(&old.N2, &e.N2)
 	t.tighten(i)
 }
 
-// tighten recomputes slot i's mask from its chain, after an unlink, if
-// the chain holds at most exactMax entries.
-func (t *Table) tighten(i int) {
-	if t.slots[i].Len() <= exactMax {
-		t.masks[i].Store(t.mask(i))
+// note sets e's mask bit in slot i's summary and, if the chain has a twin
+// of e other than except (or is too long to look), makes the twin count
+// odd, in one store, before e is linked.
+func (t *Table) note(i int, e *sock.Entry, except *sock.Entry) {
+	s := t.sums[i].Load()
+	s |= uint64(bit(t.AddrHash(e.Key())))
+	if s&twinOne == 0 && t.hasTwin(i, e, except) {
+		s += twinOne
 	}
+	t.sums[i].Store(s)
 }
 
-// mask returns the mask of slot i's chain as it is.
-func (t *Table) mask(i int) uint32 {
-	var sum uint32
+// hasTwin reports whether slot i's chain holds an entry other than except
+// with e's key and port, or is longer than twinScanMax.
+func (t *Table) hasTwin(i int, e, except *sock.Entry) bool {
+	if t.slots[i].Len() > twinScanMax {
+		return true
+	}
+	k := e.Key()
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-		sum |= bit(t.AddrHash(sock.OfSecondary(n).Key()))
+		if x := sock.OfSecondary(n); x != except && x.Port == e.Port && x.Key() == k {
+			return true
+		}
 	}
-	return sum
+	return false
 }
 
-// VerifyMask checks that slot i's mask holds its chain's bits, and no
-// other while the chain holds at most exactMax entries, calling bad if
-// not. Call it when no write is in flight.
-func (t *Table) VerifyMask(i int, bad func(format string, args ...any)) {
-	got, want := t.masks[i].Load(), t.mask(i)
+// tighten recomputes slot i's summary from its chain, after an unlink, if
+// the chain holds at most exactMax entries: the mask as it is, and the
+// twin count even unless twins remain.
+func (t *Table) tighten(i int) {
+	if t.slots[i].Len() > exactMax {
+		return
+	}
+	s := t.sums[i].Load()
+	mask, twins := t.scan(i)
+	if s&twinOne != 0 && !twins {
+		s += twinOne
+	}
+	t.sums[i].Store(s&^0xffff_ffff | uint64(mask))
+}
+
+// scan returns the mask of slot i's chain as it is, and whether the chain
+// holds twins.
+func (t *Table) scan(i int) (mask uint32, twins bool) {
+	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
+		e := sock.OfSecondary(n)
+		mask |= bit(t.AddrHash(e.Key()))
+		for m := n.Next.Load(); m != nil && !twins; m = m.Next.Load() {
+			x := sock.OfSecondary(m)
+			twins = x.Port == e.Port && x.Key() == e.Key()
+		}
+	}
+	return mask, twins
+}
+
+// VerifySummary checks slot i's summary against its chain, calling bad if
+// it does not hold: the mask holds the chain's bits, and no other while
+// the chain holds at most exactMax entries; the twin count is odd if the
+// chain holds twins, and even if it holds none and at most exactMax
+// entries. Call it when no write is in flight.
+func (t *Table) VerifySummary(i int, bad func(format string, args ...any)) {
+	s := t.Summary(i)
+	got := uint32(s)
+	want, twins := t.scan(i)
+	short := t.slots[i].Len() <= exactMax
 	switch {
 	case got&want != want:
 		bad("secondary slot %d: mask %#x lacks bits of the chain's %#x", i, got, want)
-	case got != want && t.slots[i].Len() <= exactMax:
+	case got != want && short:
 		bad("secondary slot %d: mask %#x, chain's %#x, of %d entries", i, got, want, t.slots[i].Len())
+	}
+	switch {
+	case twins && s.Distinct():
+		bad("secondary slot %d: twin count even, but the chain holds twins", i)
+	case !twins && !s.Distinct() && short:
+		bad("secondary slot %d: twin count odd, but its %d entries hold no twins", i, t.slots[i].Len())
 	}
 }

@@ -19,7 +19,7 @@ func entryAt(a string, port uint16) *sock.Entry {
 
 // TestMask runs writes on one slot of a table and checks, after each,
 // the mask's two promises: it holds the bit of every entry in the
-// chain (MayHold is true for each entry's key and for the wildcard when a
+// chain (Summary.MayHold is true for each entry's key and for the wildcard when a
 // wildcard entry is there), and it is exactly the chain's once the write
 // is done (so a key whose bit no entry sets is passed over).
 func TestMask(t *testing.T) {
@@ -79,18 +79,18 @@ func TestMask(t *testing.T) {
 		for _, e := range s.in {
 			h := tab.AddrHash(e.Key())
 			want |= bit(h)
-			assert.True(t, tab.MayHold(i, h, h), "%s: %v", s.name, e.LocalAddr())
+			assert.True(t, tab.Summary(i).MayHold(h, h), "%s: %v", s.name, e.LocalAddr())
 		}
-		assert.Equal(t, want, tab.masks[i].Load(), s.name)
-		tab.VerifyMask(i, func(f string, a ...any) { t.Errorf(s.name+": "+f, a...) })
+		assert.Equal(t, want, uint32(tab.Summary(i)), s.name)
+		tab.VerifySummary(i, func(f string, a ...any) { t.Errorf(s.name+": "+f, a...) })
 		// A datagram to probe, whose bit no entry sets, passes over the
 		// slot unless the wildcard entry is there.
 		hasWild := false
 		for _, e := range s.in {
 			hasWild = hasWild || e == w
 		}
-		assert.Equal(t, hasWild, tab.MayHold(i, key(probe), wild), "%s: probe with the wildcard", s.name)
-		assert.False(t, tab.MayHold(i, key(probe), key(probe)), "%s: probe", s.name)
+		assert.Equal(t, hasWild, tab.Summary(i).MayHold(key(probe), wild), "%s: probe with the wildcard", s.name)
+		assert.False(t, tab.Summary(i).MayHold(key(probe), key(probe)), "%s: probe", s.name)
 	}
 }
 
@@ -121,25 +121,25 @@ func TestMaskLongChain(t *testing.T) {
 		tab.Push(i, e)
 	}
 	for k, e := range es {
-		before := tab.masks[i].Load()
+		before := uint32(tab.Summary(i))
 		tab.Remove(i, e)
 		left := es[k+1:]
 		var want uint32
 		for _, r := range left {
 			want |= bit(tab.AddrHash(r.Key()))
 		}
-		got := tab.masks[i].Load()
+		got := uint32(tab.Summary(i))
 		assert.Equal(t, want, got&want, "after %d removals: a remaining entry's bit is missing", k+1)
 		if len(left) > exactMax {
 			assert.Equal(t, before, got, "after %d removals, %d left: the mask was recomputed", k+1, len(left))
 		} else {
 			assert.Equal(t, want, got, "after %d removals, %d left: the mask is not exact", k+1, len(left))
 		}
-		tab.VerifyMask(i, func(f string, a ...any) { t.Errorf(f, a...) })
+		tab.VerifySummary(i, func(f string, a ...any) { t.Errorf(f, a...) })
 	}
 }
 
-// TestVerifyMask checks that VerifyMask reports a mask that lacks a bit
+// TestVerifyMask checks that VerifySummary reports a mask that lacks a bit
 // of its chain, and one that keeps a stale bit while the chain holds at
 // most exactMax entries, but not a stale bit of a longer chain.
 func TestVerifyMask(t *testing.T) {
@@ -162,9 +162,121 @@ func TestVerifyMask(t *testing.T) {
 		for _, e := range sameSlot(tab, i, 53, tc.entries) {
 			tab.Push(i, e)
 		}
-		tab.masks[i].Store(tc.mask(tab.mask(i)))
+		mask, _ := tab.scan(i)
+		tab.sums[i].Store(uint64(tc.mask(mask)))
 		var got []string
-		tab.VerifyMask(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
+		tab.VerifySummary(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
+		assert.Equal(t, tc.bad, len(got) > 0, "%s: %v", tc.name, got)
+	}
+}
+
+// TestTwins runs writes on one slot and checks the twin count after each:
+// odd exactly while the chain holds two entries of one key and port, or
+// since it did while the chain is longer than exactMax, or after a push
+// onto a chain longer than twinScanMax; and VerifySummary content with it.
+func TestTwins(t *testing.T) {
+	tab, err := New(256, 7)
+	require.NoError(t, err)
+	const port = 53
+	i := tab.Index(tab.WildHash(), port)
+	es := sameSlot(tab, i, port, twinScanMax+exactMax)
+	a, b := es[0], es[1]
+	twin := entryAt(a.LocalAddr().String(), port)
+	aConn := entryAt(a.LocalAddr().String(), port) // a's connected state
+	aConn.Flags |= sock.Connected
+	// a's address on another port that shares the slot: not a twin.
+	var otherPort *sock.Entry
+	for p := uint16(1); otherPort == nil; p++ {
+		if e := entryAt(a.LocalAddr().String(), p); p != port && tab.IndexOf(e) == i {
+			otherPort = e
+		}
+	}
+	type step struct {
+		name     string
+		do       func()
+		distinct bool
+	}
+	steps := []step{
+		{"push a", func() { tab.Push(i, a) }, true},
+		{"push b", func() { tab.Push(i, b) }, true},
+		{"push a's address on another port", func() { tab.Push(i, otherPort) }, true},
+		{"replace a by its connected state", func() { tab.Replace(i, a, aConn) }, true},
+		{"push a twin of a", func() { tab.Push(i, twin) }, false},
+		{"remove b", func() { tab.Remove(i, b) }, false},
+		{"remove the twin", func() { tab.Remove(i, twin) }, true},
+		{"replace a's connected state by a", func() { tab.Replace(i, aConn, a) }, true},
+		{"push the twin again", func() { tab.Push(i, twin) }, false},
+		{"replace the twin by b", func() { tab.Replace(i, twin, b) }, true},
+	}
+	// A chain longer than exactMax keeps an odd count after its twins
+	// leave, until it is short again.
+	steps = append(steps, step{"push the twin, then up to exactMax+2 entries", func() {
+		tab.Push(i, twin)
+		for _, e := range es[2 : exactMax+1] {
+			tab.Push(i, e)
+		}
+	}, false})
+	steps = append(steps, step{"remove the twin from the long chain", func() { tab.Remove(i, twin) }, false})
+	steps = append(steps, step{"remove down to exactMax", func() {
+		for _, e := range es[2:4] {
+			tab.Remove(i, e)
+		}
+	}, true})
+	// A new state of an entry is no twin of the state it replaces, also
+	// where the chain is too long for a recount.
+	long := es[exactMax+1]
+	longConn := entryAt(long.LocalAddr().String(), port)
+	longConn.Flags |= sock.Connected
+	steps = append(steps, step{"push one more, past exactMax", func() { tab.Push(i, long) }, true})
+	steps = append(steps, step{"replace it by its connected state", func() { tab.Replace(i, long, longConn) }, true})
+	// A push onto a chain longer than twinScanMax is not compared.
+	steps = append(steps, step{"push distinct keys past twinScanMax", func() {
+		for _, e := range es[exactMax+2:] {
+			tab.Push(i, e)
+		}
+	}, false})
+	for _, s := range steps {
+		s.do()
+		assert.Equal(t, s.distinct, tab.Summary(i).Distinct(), "%s (%d entries)", s.name, tab.At(i).Len())
+		tab.VerifySummary(i, func(f string, a ...any) { t.Errorf(s.name+": "+f, a...) })
+	}
+}
+
+// TestVerifyTwins checks that VerifySummary reports an even twin count
+// over a chain with twins, and an odd one over a short chain without, but
+// not an odd one over a long chain without.
+func TestVerifyTwins(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		entries  int
+		twin     bool
+		distinct bool
+		bad      bool
+	}{
+		{"even, no twins", 2, false, true, false},
+		{"odd, twins", 2, true, false, false},
+		{"even, twins", 2, true, true, true},
+		{"odd, no twins, short chain", exactMax, false, false, true},
+		{"odd, no twins, long chain", exactMax + 1, false, false, false},
+	} {
+		tab, err := New(256, 7)
+		require.NoError(t, err)
+		i := tab.Index(tab.WildHash(), 53)
+		es := sameSlot(tab, i, 53, tc.entries)
+		if tc.twin {
+			es[len(es)-1] = entryAt(es[0].LocalAddr().String(), 53)
+		}
+		for _, e := range es {
+			tab.slots[i].PushFront(&e.N2) // bypassing the summary
+		}
+		mask, _ := tab.scan(i)
+		s := uint64(mask)
+		if !tc.distinct {
+			s |= twinOne
+		}
+		tab.sums[i].Store(s)
+		var got []string
+		tab.VerifySummary(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
 		assert.Equal(t, tc.bad, len(got) > 0, "%s: %v", tc.name, got)
 	}
 }

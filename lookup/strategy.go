@@ -95,6 +95,25 @@ func (b *Best) scanSecondary(n *sock.Node, q *Query) {
 	}
 }
 
+// scanDistinct is scanSecondary for slot i, an exact-address slot that
+// is not q's wildcard slot, whose summary sum was Distinct: no two of its
+// entries had one key and port. Only entries keyed by q's destination can
+// match there (wildcard entries of q's port live in the wildcard slot),
+// so the walk stops at the one on q's port, unless the slot may have held
+// twins since (see hash2.Summary).
+func (b *Best) scanDistinct(n *sock.Node, q *Query, h2 *hash2.Table, i int, sum hash2.Summary) {
+	for ; n != nil; n = n.Next.Load() {
+		e := sock.OfSecondary(n)
+		if e.V6 != q.Dst {
+			continue
+		}
+		b.Offer(&e.Face, q)
+		if e.Port == q.DstPort && h2.Unchanged(i, sum) {
+			return
+		}
+	}
+}
+
 // OnePhase scans the primary chain of q's port.
 func (t *Tables) OnePhase(q *Query) *sock.Ref {
 	b := NewBest()
@@ -135,7 +154,11 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 		}
 		seq := exact.Seq.Read()
 		b := NewBest()
-		if h2.MayHold(i, h, wh) {
+		switch sum := h2.Summary(i); {
+		case !sum.MayHold(h, wh):
+		case i != w && sum.Distinct():
+			b.scanDistinct(exact.Chain.First(), q, h2, i, sum)
+		default:
 			b.scanSecondary(exact.Chain.First(), q)
 		}
 		if b.Exact() || i == w {
