@@ -44,7 +44,7 @@ import (
 // take a datagram to a given address and port in any slot but the
 // wildcard's, so a lookup may stop the walk there (Distinct, Unchanged):
 // with a million sockets on one port in 65 536 slots, chains of about 16,
-// it loads half the chain instead of all of it. A writer makes the count
+// it loads about half the chain instead of all of it. A writer makes the count
 // odd before it links an entry that has a twin in the chain, and even
 // again only after an unlink, when the chain it recomputes (at most
 // exactMax entries, as for the mask) holds no twins; so it only grows,
@@ -144,25 +144,53 @@ func (t *Table) tighten(i int) {
 		return
 	}
 	s := t.sums[i].Load()
-	mask, twins := t.scan(i)
-	if s&twinOne != 0 && !twins {
+	if s&twinOne != 0 && !t.twins(i) {
 		s += twinOne
 	}
-	t.sums[i].Store(s&^0xffff_ffff | uint64(mask))
+	t.sums[i].Store(s&^0xffff_ffff | uint64(t.mask(i)))
 }
 
-// scan returns the mask of slot i's chain as it is, and whether the chain
-// holds twins.
-func (t *Table) scan(i int) (mask uint32, twins bool) {
+// mask returns the mask of slot i's chain as it is.
+func (t *Table) mask(i int) uint32 {
+	var sum uint32
+	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
+		sum |= bit(t.AddrHash(sock.OfSecondary(n).Key()))
+	}
+	return sum
+}
+
+// twinKey is what makes two entries twins.
+type twinKey struct {
+	key  sock.Addr16
+	port uint16
+}
+
+// twins reports whether slot i's chain holds twins: by comparing every
+// pair in a chain of at most exactMax entries, which a close recounts and
+// must not allocate for, and with a set in a longer one, which only
+// VerifySummary counts, on chains that may hold any number of entries.
+func (t *Table) twins(i int) bool {
+	if t.slots[i].Len() > exactMax {
+		seen := map[twinKey]bool{}
+		for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
+			e := sock.OfSecondary(n)
+			k := twinKey{e.Key(), e.Port}
+			if seen[k] {
+				return true
+			}
+			seen[k] = true
+		}
+		return false
+	}
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
 		e := sock.OfSecondary(n)
-		mask |= bit(t.AddrHash(e.Key()))
-		for m := n.Next.Load(); m != nil && !twins; m = m.Next.Load() {
-			x := sock.OfSecondary(m)
-			twins = x.Port == e.Port && x.Key() == e.Key()
+		for m := n.Next.Load(); m != nil; m = m.Next.Load() {
+			if x := sock.OfSecondary(m); x.Port == e.Port && x.Key() == e.Key() {
+				return true
+			}
 		}
 	}
-	return mask, twins
+	return false
 }
 
 // VerifySummary checks slot i's summary against its chain, calling bad if
@@ -172,8 +200,7 @@ func (t *Table) scan(i int) (mask uint32, twins bool) {
 // entries. Call it when no write is in flight.
 func (t *Table) VerifySummary(i int, bad func(format string, args ...any)) {
 	s := t.Summary(i)
-	got := uint32(s)
-	want, twins := t.scan(i)
+	got, want, twins := uint32(s), t.mask(i), t.twins(i)
 	short := t.slots[i].Len() <= exactMax
 	switch {
 	case got&want != want:

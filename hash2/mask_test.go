@@ -162,8 +162,7 @@ func TestVerifyMask(t *testing.T) {
 		for _, e := range sameSlot(tab, i, 53, tc.entries) {
 			tab.Push(i, e)
 		}
-		mask, _ := tab.scan(i)
-		tab.sums[i].Store(uint64(tc.mask(mask)))
+		tab.sums[i].Store(uint64(tc.mask(tab.mask(i))))
 		var got []string
 		tab.VerifySummary(i, func(f string, a ...any) { got = append(got, fmt.Sprintf(f, a...)) })
 		assert.Equal(t, tc.bad, len(got) > 0, "%s: %v", tc.name, got)
@@ -256,6 +255,7 @@ func TestVerifyTwins(t *testing.T) {
 		{"even, no twins", 2, false, true, false},
 		{"odd, twins", 2, true, false, false},
 		{"even, twins", 2, true, true, true},
+		{"even, twins, long chain", exactMax + 1, true, true, true},
 		{"odd, no twins, short chain", exactMax, false, false, true},
 		{"odd, no twins, long chain", exactMax + 1, false, false, false},
 	} {
@@ -269,8 +269,7 @@ func TestVerifyTwins(t *testing.T) {
 		for _, e := range es {
 			tab.slots[i].PushFront(&e.N2) // bypassing the summary
 		}
-		mask, _ := tab.scan(i)
-		s := uint64(mask)
+		s := uint64(tab.mask(i))
 		if !tc.distinct {
 			s |= twinOne
 		}
