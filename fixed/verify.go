@@ -1,6 +1,8 @@
 package fixed
 
 import (
+	"fmt"
+
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -15,6 +17,7 @@ import (
 func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	h1, h2 := x.h1, x.h2
 	seen1 := map[*sock.Entry]bool{}
+	groups := map[*sock.Group]bool{}
 	for i := range h1.Len() {
 		c := &h1.At(i).Chain
 		if c.First() == nil && c.Len() == 0 {
@@ -70,6 +73,10 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		wantGroup := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
 		if (e.Group != nil) != wantGroup {
 			bad("entry %v:%d: group %v, want one: %v", e.LocalAddr(), e.Port, e.Group != nil, wantGroup)
+		}
+		if e.Group != nil && !groups[e.Group] {
+			groups[e.Group] = true
+			e.Group.Verify(fmt.Sprintf("group of %v:%d", e.LocalAddr(), e.Port), bad)
 		}
 		if e.Group != nil {
 			in := false

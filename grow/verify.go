@@ -100,6 +100,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 					bad("port %d: member of another group", p)
 				}
 			}
+			grp.Verify(fmt.Sprintf("port %d: group of %v", p, ms[0].LocalAddr()), bad)
 		}
 		return true
 	})

@@ -81,21 +81,30 @@ func (v View) At(i int) *Entry {
 
 // Ref returns the i-th member's Ref, 0 ≤ i < v.Len(): what a lookup
 // returns, read from the group's array, and from the member's entry only
-// while a writer rewrites the slot.
+// while a writer rewrites a slot or when the array keeps no cells.
 func (v View) Ref(i int) Ref {
 	if uint(i) >= uint(v.n) {
 		panic("sock: View index out of range")
 	}
-	c := &v.m.refs[i]
-	if q := c.seq.Load(); q&1 == 0 {
-		r := Ref{Sock: c.sock.Load(), Ptr: atomic.LoadPointer(&c.ptr), Word: c.word.Load()}
-		if c.seq.Load() == q {
+	m := v.m
+	if q := m.seq.Load(); q&1 == 0 {
+		var r Ref
+		switch {
+		case m.words != nil:
+			c := &m.words[i]
+			r = Ref{Sock: c.sock.Load(), Word: c.word.Load()}
+		case m.ptrs != nil:
+			c := &m.ptrs[i]
+			r = Ref{Sock: c.sock.Load(), Ptr: atomic.LoadPointer(&c.ptr)}
+		}
+		if r.Sock != nil && m.seq.Load() == q {
 			return r
 		}
 	}
-	// A writer is moving a member into slot i: rather than wait for it,
-	// read the Ref in the entry, which is one of the slot's moments.
-	return v.m.es[i].Load().Ref
+	// A writer is moving a member into some slot, or the members' Refs
+	// fit no cell: rather than wait, read the Ref in the entry, which is
+	// one of the slot's moments.
+	return m.es[i].Load().Ref
 }
 
 // Snapshot returns a View of a copy of the members, which later joins
@@ -106,7 +115,7 @@ func (g *Group) Snapshot() View {
 		return View{}
 	}
 	n := int(m.n.Load())
-	c := newMembers(n)
+	c := newMembers(n, m.kind())
 	for i := range n {
 		c.set(i, m.es[i].Load())
 	}
@@ -116,42 +125,119 @@ func (g *Group) Snapshot() View {
 
 // members is one array of a group. Writers grow it by copying into a new
 // one; readers that still hold an old one see the members of that moment.
-// refs[i] is a copy of es[i].Ref: a pick reads it in a dense array, not
-// in the member's entry, which is large and scattered, nor behind a
-// pointer, which costs a second dependent miss (see DESIGN.md, SO_REUSEPORT
-// groups, for what that cost a lookup). A reader may see the two of a
-// slot from different moments, each of them a member of its moment.
+//
+// Beside the entries are cells with a copy of each member's Ref: a pick
+// reads its cell in a dense array, not the member's entry, which is large
+// and scattered, nor a copy behind a pointer, which costs a second
+// dependent miss (see DESIGN.md, SO_REUSEPORT groups, for what each cost a
+// lookup). A cell is 16 bytes, the socket and the one word of the Ref that
+// its table uses: a Ref keeps its value in Word or in Ptr, never both (see
+// package demux). words holds the cells while no member's Ptr is set,
+// ptrs while no member's Word is; an array whose members need both keeps
+// no cells, and its picks read the entries. Exactly one of words and ptrs
+// is non-nil, or neither.
+//
+// seq is odd while a writer rewrites a cell, and grows by two with each
+// rewrite, so that a reader who saw the same even seq before and after its
+// loads read one Ref whole. One count for the array, not one per cell,
+// keeps a cell at 16 bytes; a pick that meets a writer reads the entry.
 type members struct {
-	n    atomic.Int32
-	es   []atomic.Pointer[Entry]
-	refs []refCell
+	n     atomic.Int32
+	seq   atomic.Uint64
+	es    []atomic.Pointer[Entry]
+	words []wordCell
+	ptrs  []ptrCell
 }
 
-// refCell is a Ref that lookups read while writers may rewrite it. seq is
-// odd while a writer stores the three words, and grows by two with each
-// rewrite, so that a reader who saw the same even seq before and after
-// its loads read one Ref whole; 32 bytes, two cells a cache line.
-type refCell struct {
-	seq  atomic.Uint64
+// wordCell is the Ref of a member whose Ptr is nil.
+type wordCell struct {
 	sock atomic.Pointer[Socket]
-	ptr  unsafe.Pointer // read and written with atomic.LoadPointer and StorePointer
 	word atomic.Uint64
 }
 
-func newMembers(n int) *members {
-	return &members{es: make([]atomic.Pointer[Entry], n), refs: make([]refCell, n)}
+// ptrCell is the Ref of a member whose Word is 0.
+type ptrCell struct {
+	sock atomic.Pointer[Socket]
+	ptr  unsafe.Pointer // read and written with atomic.LoadPointer and StorePointer
+}
+
+// cellKind says which cells an array keeps.
+type cellKind uint8
+
+const (
+	wordCells cellKind = iota // words: no member's Ptr is set
+	ptrCells                  // ptrs: no member's Word is set
+	noCells                   // members need both: picks read the entries
+)
+
+// fits reports whether r can live in a cell of kind k.
+func (k cellKind) fits(r Ref) bool {
+	switch k {
+	case wordCells:
+		return r.Ptr == nil
+	case ptrCells:
+		return r.Word == 0
+	}
+	return true
+}
+
+// kindFor returns the cell kind that holds every Ref in es[:n] and r.
+func kindFor(es []atomic.Pointer[Entry], n int, r Ref) cellKind {
+	ptr, word := r.Ptr != nil, r.Word != 0
+	for i := range n {
+		e := es[i].Load()
+		ptr = ptr || e.Ref.Ptr != nil
+		word = word || e.Ref.Word != 0
+	}
+	switch {
+	case !ptr:
+		return wordCells
+	case !word:
+		return ptrCells
+	}
+	return noCells
+}
+
+func newMembers(n int, k cellKind) *members {
+	m := &members{es: make([]atomic.Pointer[Entry], n)}
+	switch k {
+	case wordCells:
+		m.words = make([]wordCell, n)
+	case ptrCells:
+		m.ptrs = make([]ptrCell, n)
+	}
+	return m
+}
+
+// kind returns the kind of m's cells.
+func (m *members) kind() cellKind {
+	switch {
+	case m.words != nil:
+		return wordCells
+	case m.ptrs != nil:
+		return ptrCells
+	}
+	return noCells
 }
 
 // set stores e, with a copy of its Ref, in slot i. The caller holds the
-// group's write lock.
+// group's write lock, and e's Ref fits m's cells.
 func (m *members) set(i int, e *Entry) {
 	m.es[i].Store(e)
-	c := &m.refs[i]
-	c.seq.Add(1)
-	c.sock.Store(e.Ref.Sock)
-	atomic.StorePointer(&c.ptr, e.Ref.Ptr)
-	c.word.Store(e.Ref.Word)
-	c.seq.Add(1)
+	switch {
+	case m.words != nil:
+		c := &m.words[i]
+		m.seq.Add(1)
+		c.sock.Store(e.Ref.Sock)
+		c.word.Store(e.Ref.Word)
+		m.seq.Add(1)
+	case m.ptrs != nil:
+		c := &m.ptrs[i]
+		m.seq.Add(1)
+		c.sock.Store(e.Ref.Sock)
+		atomic.StorePointer(&c.ptr, e.Ref.Ptr)
+		m.seq.Add(1)
+	}
 }
 
 // Len returns the number of members.
@@ -182,8 +268,20 @@ func (g *Group) Add(e *Entry) {
 	if m != nil {
 		n = m.n.Load()
 	}
-	if m == nil || int(n) == len(m.es) {
-		grown := newMembers(max(4, 2*int(n)))
+	if m == nil || int(n) == len(m.es) || !m.kind().fits(e.Ref) {
+		// A new array, larger if this one is full, with cells that fit
+		// e's Ref too: readers of the old one keep its moment.
+		size, k := 4, kindFor(nil, 0, e.Ref)
+		if m != nil {
+			size = max(size, len(m.es))
+			if int(n) == len(m.es) {
+				size = 2 * int(n)
+			}
+			if k = m.kind(); !k.fits(e.Ref) {
+				k = kindFor(m.es, int(n), e.Ref)
+			}
+		}
+		grown := newMembers(size, k)
 		for i := range int(n) {
 			grown.set(i, m.es[i].Load())
 		}
@@ -219,4 +317,37 @@ func (g *Group) Remove(e *Entry) int {
 	// length may still read it, and finds a member of that moment.
 	m.n.Store(last)
 	return int(last)
+}
+
+// Verify reports through bad, with where naming the group, every way the
+// group's array disagrees with itself: a member's position, a cell that
+// differs from its member's Ref or cannot hold it, or a sequence count
+// left odd. No write to the group may be in flight.
+func (g *Group) Verify(where string, bad func(format string, args ...any)) {
+	m := g.arr.Load()
+	if m == nil {
+		if len(g.pos) != 0 {
+			bad("%s: %d positions and no array", where, len(g.pos))
+		}
+		return
+	}
+	n := int(m.n.Load())
+	if n != len(g.pos) {
+		bad("%s: %d members, %d positions", where, n, len(g.pos))
+	}
+	if m.seq.Load()&1 != 0 {
+		bad("%s: sequence count odd with no write in flight", where)
+	}
+	v, k := View{m: m, n: n}, m.kind()
+	for i := range n {
+		e := m.es[i].Load()
+		if p, ok := g.pos[e]; !ok || p != i {
+			bad("%s: member %d is at position %d (%v)", where, i, p, ok)
+		}
+		if !k.fits(e.Ref) {
+			bad("%s: member %d's Ref does not fit the cells", where, i)
+		} else if v.Ref(i) != e.Ref {
+			bad("%s: member %d's cell differs from its Ref", where, i)
+		}
+	}
 }

@@ -1,9 +1,12 @@
 package sock
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -11,14 +14,41 @@ import (
 // groupOf returns a group of n members whose Refs say which member they
 // are: member k's Sock is &socks[k] and its Word is k.
 func groupOf(n int) (*Group, []*Entry, []Socket) {
+	g, es, socks, _ := groupWith(n, wordRef)
+	return g, es, socks
+}
+
+// groupWith returns a group of n members whose Refs ref makes from the
+// member's socket and number, with the numbers ref may point to.
+func groupWith(n int, ref func(s *Socket, k int, vals []int) Ref) (*Group, []*Entry, []Socket, []int) {
 	socks := make([]Socket, n)
+	vals := make([]int, n)
 	es := make([]*Entry, n)
 	g := new(Group)
 	for k := range es {
-		es[k] = &Entry{Face: Face{Ref: Ref{Sock: &socks[k], Word: uint64(k)}}}
+		vals[k] = k
+		es[k] = &Entry{Face: Face{Ref: ref(&socks[k], k, vals)}}
 		g.Add(es[k])
 	}
-	return g, es, socks
+	return g, es, socks, vals
+}
+
+// wordRef keeps member k's number in Word, as a table of small values
+// does.
+func wordRef(s *Socket, k int, _ []int) Ref { return Ref{Sock: s, Word: uint64(k)} }
+
+// ptrRef points Ptr at member k's number, as a table of pointers does.
+func ptrRef(s *Socket, k int, vals []int) Ref {
+	return Ref{Sock: s, Ptr: unsafe.Pointer(&vals[k])}
+}
+
+// member returns the number r says its member has, or -1 if it says
+// none.
+func member(r Ref) int {
+	if r.Ptr != nil {
+		return *(*int)(r.Ptr)
+	}
+	return int(r.Word)
 }
 
 // TestGroupRefs checks what a pick reads against the entries, through
@@ -52,39 +82,126 @@ func TestGroupRefs(t *testing.T) {
 	}
 }
 
+// TestGroupCells checks which cells an array keeps as its members' Refs
+// change: a pick must read every member's Ref whole whichever word its
+// table keeps values in, and an array must change its cells, not drop a
+// word, when a member needs the other one.
+func TestGroupCells(t *testing.T) {
+	vals := []int{7, 8, 9}
+	for _, tc := range []struct {
+		name string
+		refs []Ref // the members' Refs, Sock left to the test
+		want cellKind
+	}{
+		{name: "words", refs: []Ref{{Word: 1}, {Word: 0}, {Word: 3}}, want: wordCells},
+		{name: "pointers", refs: []Ref{{Ptr: unsafe.Pointer(&vals[0])}, {}, {Ptr: unsafe.Pointer(&vals[1])}}, want: ptrCells},
+		{name: "a pointer after empty values", refs: []Ref{{}, {}, {}, {}, {Ptr: unsafe.Pointer(&vals[2])}}, want: ptrCells},
+		{name: "a word after pointers", refs: []Ref{{Ptr: unsafe.Pointer(&vals[0])}, {Word: 5}}, want: noCells},
+		{name: "both in one Ref", refs: []Ref{{Word: 5}, {Word: 6, Ptr: unsafe.Pointer(&vals[0])}}, want: noCells},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			socks := make([]Socket, len(tc.refs))
+			es := make([]*Entry, len(tc.refs))
+			g := new(Group)
+			for k, r := range tc.refs {
+				r.Sock = &socks[k]
+				es[k] = &Entry{Face: Face{Ref: r}}
+				g.Add(es[k])
+			}
+			require.Equal(t, tc.want, g.arr.Load().kind())
+			v, snap := g.View(), g.Snapshot()
+			require.Equal(t, len(es), v.Len())
+			for i, e := range es {
+				require.Equal(t, e.Ref, v.Ref(i), "member %d", i)
+				require.Equal(t, e.Ref, snap.Ref(i), "snapshot member %d", i)
+			}
+		})
+	}
+}
+
 // TestGroupRefWhole checks that a pick never reads a Ref torn between two
 // members while a writer moves members in and out of the slot it reads:
-// member k's Word must come with member k's Sock. A pick that took the
-// words of a slot without checking its sequence count would mix them.
+// member k's value must come with member k's Sock. A pick that took the
+// words of a slot without checking the array's sequence count, before or
+// after its loads, would mix them.
 func TestGroupRefWhole(t *testing.T) {
-	const writes = 200000
-	g, es, socks := groupOf(3)
-	var done atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer done.Store(true)
-		// Removing member 0 moves the last member into slot 0; adding it
-		// again appends it: slot 0 alternates between two members.
-		for range writes {
-			g.Remove(es[0])
-			g.Add(es[0])
-			es[0], es[2] = es[2], es[0]
-		}
-	}()
-	torn, reads := 0, 0
-	for !done.Load() {
-		v := g.View()
-		for i := range v.Len() {
-			r := v.Ref(i)
-			reads++
-			if r.Sock != &socks[r.Word] {
-				torn++
+	for _, tc := range []struct {
+		name string
+		ref  func(s *Socket, k int, vals []int) Ref
+		want cellKind
+	}{
+		{name: "words", ref: wordRef, want: wordCells},
+		{name: "pointers", ref: ptrRef, want: ptrCells},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const writes = 200000
+			g, es, socks, _ := groupWith(3, tc.ref)
+			require.Equal(t, tc.want, g.arr.Load().kind())
+			var done atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer done.Store(true)
+				// Removing member 0 moves the last member into slot 0;
+				// adding it again appends it: slot 0 alternates between
+				// two members.
+				for range writes {
+					g.Remove(es[0])
+					g.Add(es[0])
+					es[0], es[2] = es[2], es[0]
+				}
+			}()
+			torn, reads := 0, 0
+			for !done.Load() {
+				v := g.View()
+				for i := range v.Len() {
+					r := v.Ref(i)
+					reads++
+					if r.Sock != &socks[member(r)] {
+						torn++
+					}
+				}
 			}
-		}
+			wg.Wait()
+			require.Zero(t, torn, "Refs torn in %d reads", reads)
+			require.NotZero(t, reads)
+		})
 	}
-	wg.Wait()
-	require.Zero(t, torn, "Refs torn in %d reads", reads)
-	require.NotZero(t, reads)
+}
+
+// TestGroupVerify checks that Verify reports each way an array can
+// disagree with itself, and nothing for a sound one.
+func TestGroupVerify(t *testing.T) {
+	var stray Socket
+	for _, tc := range []struct {
+		name  string
+		spoil func(g *Group, es []*Entry)
+		want  string // part of the report; "" for none
+	}{
+		{name: "sound", spoil: func(*Group, []*Entry) {}},
+		{name: "sound after moves", spoil: func(g *Group, es []*Entry) { g.Remove(es[0]); g.Remove(es[3]) }},
+		{name: "a cell that differs", spoil: func(g *Group, _ []*Entry) {
+			g.arr.Load().words[1].sock.Store(&stray)
+		}, want: "member 1's cell differs"},
+		{name: "a count left odd", spoil: func(g *Group, _ []*Entry) { g.arr.Load().seq.Add(1) }, want: "sequence count odd"},
+		{name: "a position lost", spoil: func(g *Group, es []*Entry) { delete(g.pos, es[2]) }, want: "3 positions"},
+		{name: "a position wrong", spoil: func(g *Group, es []*Entry) { g.pos[es[2]] = 0 }, want: "member 2 is at position 0"},
+		{name: "a Ref the cells cannot hold", spoil: func(g *Group, es []*Entry) {
+			es[1].Ref.Ptr = unsafe.Pointer(&stray)
+		}, want: "does not fit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, es, _ := groupOf(4)
+			tc.spoil(g, es)
+			var got []string
+			g.Verify("g", func(format string, args ...any) { got = append(got, fmt.Sprintf(format, args...)) })
+			if tc.want == "" {
+				require.Empty(t, got)
+				return
+			}
+			require.NotEmpty(t, got)
+			require.Contains(t, strings.Join(got, "\n"), tc.want)
+		})
+	}
 }
