@@ -109,7 +109,7 @@ func (r *runner) loopback() {
 		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Two receivers take them in turn: "+
 		"**udpdemux** through `demux/serve` (one wildcard kernel socket with the receive buffer of *nsocks* sockets, "+
 		"recvmmsg reads of up to 64 datagrams, each offering twice the last read's count and at least 8, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
-		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Each row runs the pair (udpdemux, then the kernel) %s, so "+
+		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Each row runs the pair %s, udpdemux first in the first pair and the kernel first in the next, in turn, so "+
 		"that a change of the machine's load between pairs touches both alike; each receiver's line shows its run of "+
 		"median received/s, *wrong* counts every run, and the goal compares the median of the pairs' ratios, listed "+
 		"below the table. Drops are datagrams sent but not received "+
@@ -129,13 +129,22 @@ func (r *runner) loopback() {
 	receivers := []string{"udpdemux", "kernel"}
 	for _, nsocks := range rows {
 		// The receivers run in pairs, one after the other, so that a
-		// change of the machine's load between pairs touches both alike.
+		// change of the machine's load between pairs touches both alike,
+		// in turn first.
 		runs := map[string][]lbResult{}
 		var wrong [2]uint64
 		var rs []float64 // the pairs' ratios, in run order
-		for range r.c.runs {
+		for pair := range r.c.runs {
 			var dps [2]float64
-			for i, recv := range receivers {
+			for j := range receivers {
+				// Every other pair runs the kernel first, so that what the
+				// first run of a pair pays (a cold sender, a cache the other
+				// left) falls on both receivers alike.
+				i := j
+				if pair%2 == 1 {
+					i = len(receivers) - 1 - j
+				}
+				recv := receivers[i]
 				r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
 				var res lbResult
 				var err error
