@@ -1,6 +1,7 @@
 package demux
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -74,5 +75,82 @@ func TestValueRep(t *testing.T) {
 	t.Run("big array", func(t *testing.T) { roundTrip(t, [3]int64{1, 2, 3}, boxed, same[[3]int64]) })
 	t.Run("slice", func(t *testing.T) {
 		roundTrip(t, []byte("ab"), boxed, func(a, b []byte) bool { return string(a) == string(b) })
+	})
+}
+
+// groupValues binds an SO_REUSEPORT group whose members' values val gives,
+// in tables of both storages, then closes some members (the last member
+// taking each leaver's place), and checks after each bind and at the end
+// that every lookup returns a member with that member's own value. A
+// group keeps a copy of each member's value beside its socket, in
+// whichever word the values need (see internal/sock, Group); a group
+// whose first values are zero and whose later ones need the other word
+// must change its copies, not drop them.
+func groupValues[V any](t *testing.T, val func(k int) V, eq func(a, b V) bool) {
+	t.Helper()
+	const members = 40
+	dst := netip.MustParseAddrPort("10.0.0.1:443")
+	// check looks up flows datagrams and reports which members answered.
+	check := func(tab *Table[V], want map[*Socket[V]]V, flows int) map[*Socket[V]]bool {
+		seen := map[*Socket[V]]bool{}
+		for i := range flows {
+			src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, byte(i >> 8), byte(i)}), uint16(1024+i))
+			s, v := tab.Lookup(src, dst, 0)
+			require.NotNil(t, s)
+			w, ok := want[s]
+			require.True(t, ok, "a closed member answered")
+			require.True(t, eq(w, v), "%d members: member's value: got %v, want %v", len(want), v, w)
+			seen[s] = true
+		}
+		return seen
+	}
+	for _, cfg := range []Config{{}, {Slots: 256}} {
+		tab, err := New[V](cfg)
+		require.NoError(t, err)
+		want := map[*Socket[V]]V{}
+		var ss []*Socket[V]
+		for k := range members {
+			s, err := tab.Bind(Options{Addr: netip.IPv4Unspecified(), Port: 443, ReusePort: true}, val(k))
+			require.NoError(t, err)
+			want[s] = val(k)
+			ss = append(ss, s)
+			check(tab, want, 256)
+		}
+		for _, k := range []int{0, 7, 8, 20} {
+			require.NoError(t, ss[k].Close())
+			delete(want, ss[k])
+		}
+		require.NoError(t, tab.Verify())
+		// Every member is picked at least once by 4096 flows, with a
+		// probability of missing one below 10^-40 for a uniform pick.
+		assert.Len(t, check(tab, want, 4096), len(want))
+	}
+}
+
+// TestGroupValues checks the values a group's lookups return, for values
+// in Word, in Ptr, and boxed, each with zero values first.
+func TestGroupValues(t *testing.T) {
+	vals := make([]int, 64)
+	for k := range vals {
+		vals[k] = k
+	}
+	t.Run("word", func(t *testing.T) {
+		groupValues(t, func(k int) int32 { return int32(max(k-2, 0)) }, same[int32])
+	})
+	t.Run("pointer after nils", func(t *testing.T) {
+		groupValues(t, func(k int) *int {
+			if k < 3 {
+				return nil
+			}
+			return &vals[k]
+		}, same[*int])
+	})
+	t.Run("boxed after empty", func(t *testing.T) {
+		groupValues(t, func(k int) string {
+			if k < 3 {
+				return ""
+			}
+			return fmt.Sprint(k)
+		}, same[string])
 	})
 }
