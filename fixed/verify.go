@@ -74,11 +74,11 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if (e.Group != nil) != wantGroup {
 			bad("entry %v:%d: group %v, want one: %v", e.LocalAddr(), e.Port, e.Group != nil, wantGroup)
 		}
-		if e.Group != nil && !groups[e.Group] {
-			groups[e.Group] = true
-			e.Group.Verify(fmt.Sprintf("group of %v:%d", e.LocalAddr(), e.Port), bad)
-		}
 		if e.Group != nil {
+			if !groups[e.Group] {
+				groups[e.Group] = true
+				e.Group.Verify(fmt.Sprintf("group of %v:%d", e.LocalAddr(), e.Port), bad)
+			}
 			in := false
 			for _, m := range e.Group.Members() {
 				in = in || m == e
