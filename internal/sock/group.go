@@ -224,20 +224,18 @@ func (m *members) kind() cellKind {
 // group's write lock, and e's Ref fits m's cells.
 func (m *members) set(i int, e *Entry) {
 	m.es[i].Store(e)
+	m.seq.Add(1)
 	switch {
 	case m.words != nil:
 		c := &m.words[i]
-		m.seq.Add(1)
 		c.sock.Store(e.Ref.Sock)
 		c.word.Store(e.Ref.Word)
-		m.seq.Add(1)
 	case m.ptrs != nil:
 		c := &m.ptrs[i]
-		m.seq.Add(1)
 		c.sock.Store(e.Ref.Sock)
 		atomic.StorePointer(&c.ptr, e.Ref.Ptr)
-		m.seq.Add(1)
 	}
+	m.seq.Add(1)
 }
 
 // Len returns the number of members.
@@ -271,15 +269,16 @@ func (g *Group) Add(e *Entry) {
 	if m == nil || int(n) == len(m.es) || !m.kind().fits(e.Ref) {
 		// A new array, larger if this one is full, with cells that fit
 		// e's Ref too: readers of the old one keep its moment.
-		size, k := 4, kindFor(nil, 0, e.Ref)
+		size, k := 4, wordCells
+		var old []atomic.Pointer[Entry]
 		if m != nil {
-			size = max(size, len(m.es))
+			size, k, old = max(size, len(m.es)), m.kind(), m.es
 			if int(n) == len(m.es) {
 				size = 2 * int(n)
 			}
-			if k = m.kind(); !k.fits(e.Ref) {
-				k = kindFor(m.es, int(n), e.Ref)
-			}
+		}
+		if !k.fits(e.Ref) {
+			k = kindFor(old, int(n), e.Ref)
 		}
 		grown := newMembers(size, k)
 		for i := range int(n) {

@@ -42,8 +42,8 @@ func ptrRef(s *Socket, k int, vals []int) Ref {
 	return Ref{Sock: s, Ptr: unsafe.Pointer(&vals[k])}
 }
 
-// member returns the number r says its member has, or -1 if it says
-// none.
+// member returns the number r says its member has: the int that Ptr
+// points to, or else Word.
 func member(r Ref) int {
 	if r.Ptr != nil {
 		return *(*int)(r.Ptr)
