@@ -36,7 +36,7 @@ var (
 	// tableBudget.
 	aliasingBudget = byRun[time.Duration]{15 * time.Second, 150 * time.Second}
 	// parallelTime is the length of one parallel measurement.
-	parallelTime = byRun[time.Duration]{100 * time.Millisecond, 500 * time.Millisecond}
+	parallelTime = byRun[time.Duration]{100 * time.Millisecond, 300 * time.Millisecond}
 	// parallelPairs is how many pairs of parallel measurements (1 goroutine
 	// and 2) a row takes at least (-runs if more). A ratio of two rates takes the noise of both,
 	// and this machine's neighbours come and go within a row: with 3

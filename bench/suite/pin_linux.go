@@ -1,0 +1,36 @@
+//go:build linux
+
+package suite
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// CPUs returns the CPUs this process may run on, in ascending order; nil
+// if it cannot tell.
+func CPUs() []int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil
+	}
+	var cpus []int
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
+// pin restricts the calling OS thread, which the caller has locked to its
+// goroutine, to CPU cpu.
+func pin(cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("pinning a thread to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
