@@ -11,9 +11,16 @@ import (
 // CPUs returns the CPUs this process may run on, in ascending order; nil
 // if it cannot tell.
 func CPUs() []int {
+	cpus, _ := affinity()
+	return cpus
+}
+
+// affinity returns the CPUs the calling thread may run on, in ascending
+// order.
+func affinity() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil
+		return nil, err
 	}
 	var cpus []int
 	for c := range len(set) * 64 {
@@ -21,7 +28,7 @@ func CPUs() []int {
 			cpus = append(cpus, c)
 		}
 	}
-	return cpus
+	return cpus, nil
 }
 
 // pin restricts the calling OS thread, which the caller has locked to its

@@ -14,22 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// affinity returns the CPUs the calling thread may run on.
-func affinity(t *testing.T) []int {
-	var set unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		t.Errorf("sched_getaffinity: %v", err)
-		return nil
-	}
-	var cpus []int
-	for c := range len(set) * 64 {
-		if set.IsSet(c) {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus
-}
-
 // TestPinned: runParallel with CPUs runs each lookup goroutine on a thread
 // that may run on its CPU only, and without CPUs on threads that may run
 // on any; a CPU that cannot be had is an error, not an unpinned run.
@@ -65,7 +49,10 @@ func TestPinned(t *testing.T) {
 			var mu sync.Mutex
 			var seen [][]int
 			look := func(from, count int) uint64 {
-				a := affinity(t)
+				a, err := affinity()
+				if err != nil {
+					t.Errorf("sched_getaffinity: %v", err)
+				}
 				mu.Lock()
 				defer mu.Unlock()
 				if !slices.ContainsFunc(seen, func(s []int) bool { return slices.Equal(s, a) }) {
