@@ -159,9 +159,10 @@ func Parallel(f Fixture, i, g int, d time.Duration, w Writer) (ParallelResult, e
 // ParallelOn is Parallel with one goroutine on each of cpus, each on a
 // thread pinned to its CPU (see CPUs); the writer is not pinned. The CPUs
 // of a virtual machine need not be alike: on a 2-CPU VM one ran these
-// lookups at half the rate of the other for minutes, and a lone unpinned
-// goroutine then ran on whichever CPU the kernel picked, so that one
-// goroutine measured alone on each CPU is the fair base for a speed-up.
+// lookups at half the rate of the other for tens of seconds at a time,
+// and a lone unpinned goroutine then ran on whichever CPU the kernel
+// picked, so that one goroutine measured alone on each CPU is the fair
+// base for a speed-up.
 // It needs Linux.
 func ParallelOn(f Fixture, i int, cpus []int, d time.Duration, w Writer) (ParallelResult, error) {
 	if len(cpus) == 0 {

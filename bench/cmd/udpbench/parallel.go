@@ -54,7 +54,7 @@ func (r *runner) parallel() {
 	if cpus != nil {
 		how = fmt.Sprintf("Each pair measures 1 goroutine and 2 unpinned, as go test would, then 1 goroutine on a thread pinned to CPU %d, 1 pinned to CPU %d, and 2, one pinned to each (in the reverse order in every other pair). "+
 			"*speed-up* is the 2 pinned goroutines' rate over the mean of the two CPUs' rates alone, the median of the pairs' ratios; *unpinned* is the 2 unpinned goroutines' over the 1 unpinned one's. "+
-			"The two differ because the CPUs of this virtual machine need not be alike: for minutes at a time one of them ran these lookups at half the rate of the other "+
+			"The two differ because the CPUs of this virtual machine need not be alike: for tens of seconds at a time one of them ran these lookups at half the rate of the other "+
 			"(the default Config's at 4 096 sockets on one port: 19.4–20.2 M/s on CPU 0 against 37.9–38.9 M/s on CPU 1 in six pairs in a row, then the other way round), "+
 			"while 2 goroutines, one on each, did about the sum (54.5–59.3 M/s). A lone unpinned goroutine runs on whichever CPU the kernel picks, so the unpinned ratio says which CPU that was as much as how the lookups scale. ", cpus[0], cpus[1])
 	}
