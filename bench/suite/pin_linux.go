@@ -8,8 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// CPUs returns the CPUs this process may run on, in ascending order; nil
-// if it cannot tell.
+// CPUs returns the CPUs the calling thread may run on, in ascending order
+// (the process's, unless something pinned that thread); nil if it cannot
+// tell.
 func CPUs() []int {
 	cpus, _ := affinity()
 	return cpus

@@ -11,21 +11,20 @@ type metric uint8
 
 // The metrics.
 const (
-	lookupNs     metric = iota // time per lookup
-	spreadX                    // slowest ÷ fastest lookup over a scenario's sizes
-	speedupX                   // lookups on 2 goroutines ÷ on 1 (on each CPU, if pinned)
-	speedupFreeX               // lookups on 2 unpinned goroutines ÷ on 1
-	bind0Ns                    // bind(0) plus close
-	bindsPerSec                // reproducer: bind(0) calls per second
-	bindNs                     // bind (and connect) of the next socket
-	closeNs                    // close of a socket
-	heapBytes                  // heap bytes per socket, or of a whole table
-	wrongCount                 // wrong or missed answers
-	worstNs                    // the worst single lookup
-	medianNs                   // the median single lookup
-	crossoverK                 // sockets per port from which two-phase wins
-	allocsPerOp                // allocations per lookup
-	ratioX                     // a ratio between two figures
+	lookupNs    metric = iota // time per lookup
+	spreadX                   // slowest ÷ fastest lookup over a scenario's sizes
+	speedupX                  // lookups on 2 goroutines ÷ on 1 (on each CPU, if pinned)
+	bind0Ns                   // bind(0) plus close
+	bindsPerSec               // reproducer: bind(0) calls per second
+	bindNs                    // bind (and connect) of the next socket
+	closeNs                   // close of a socket
+	heapBytes                 // heap bytes per socket, or of a whole table
+	wrongCount                // wrong or missed answers
+	worstNs                   // the worst single lookup
+	medianNs                  // the median single lookup
+	crossoverK                // sockets per port from which two-phase wins
+	allocsPerOp               // allocations per lookup
+	ratioX                    // a ratio between two figures
 )
 
 // key names one figure of a run. Scenarios record figures and goals read

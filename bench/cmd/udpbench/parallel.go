@@ -98,14 +98,12 @@ func (r *runner) parallel() {
 				continue
 			}
 			rate, up, pup, wops := row.summary(r, sh)
-			k := key{scen: scParallel, shape: at.shape, n: at.n, target: row.tg.Name, writer: row.w, m: speedupFreeX}
-			r.set(k, up)
-			k.m = speedupX
+			// The goal reads the pinned speed-up where there is one.
+			sp := up
 			if len(row.pups) > 0 {
-				r.set(k, pup)
-			} else {
-				r.set(k, up)
+				sp = pup
 			}
+			r.set(key{scen: scParallel, shape: at.shape, n: at.n, target: row.tg.Name, writer: row.w, m: speedupX}, sp)
 			wcell := "—"
 			if row.w != suite.NoWriter {
 				wcell = fmtRate(wops)
