@@ -119,12 +119,13 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	more func(suite.Target, suite.Fixture) map[string]func(*testing.B), res *result) {
 	type built struct {
-		t    suite.Target
-		f    suite.Fixture
-		sets []string // the sets it answered right
-		more map[string]func(*testing.B)
-		runs map[string][]run // set → its rounds so far
-		bad  map[string]bool  // sets whose benchmark failed
+		t     suite.Target
+		f     suite.Fixture
+		sets  []string // the sets it answered right
+		more  map[string]func(*testing.B)
+		runs  map[string][]run            // set → its rounds so far
+		bench map[string]func(*testing.B) // set → its benchmark
+		bad   map[string]bool             // sets whose benchmark failed
 	}
 	var bs []*built
 	defer func() {
@@ -139,7 +140,7 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 		if r.gaveUp("", err) {
 			continue
 		}
-		b := &built{t: t, f: f, runs: map[string][]run{}, bad: map[string]bool{}}
+		b := &built{t: t, f: f, runs: map[string][]run{}, bench: map[string]func(*testing.B){}, bad: map[string]bool{}}
 		for _, s := range sets {
 			if err := f.Check(sh.SetIndex(s), checkMax); err != nil {
 				r.fail("%s on %s, set %s: wrong answer: %v", t.Name, sh.Name, s, err)
@@ -163,6 +164,7 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 			return
 		}
 		b.runs[s] = append(b.runs[s], one)
+		b.bench[s] = f
 	}
 	var extra []string // the names more gave, in a fixed order
 	for _, b := range bs {
@@ -195,7 +197,7 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 				if res.m[s] == nil {
 					res.m[s] = map[string]meas{}
 				}
-				res.m[s][b.t.Name] = r.summary(label(s, b.t), rs)
+				res.m[s][b.t.Name] = r.summary(label(s, b.t), rs, b.bench[s])
 			}
 		}
 	}

@@ -28,7 +28,7 @@ func (r *runner) bench(label string, f func(*testing.B)) meas {
 		}
 		rs = append(rs, one)
 	}
-	return r.summary(label, rs)
+	return r.summary(label, rs, f)
 }
 
 // run is one measurement of a benchmark.
@@ -45,12 +45,22 @@ func (r *runner) once(label string, f func(*testing.B)) (run, bool) {
 	return run{float64(res.T.Nanoseconds()) / float64(res.N), float64(res.MemAllocs) / float64(res.N)}, true
 }
 
-// summary is the result of the runs rs of one benchmark: the median run's
-// time and the fewest allocations of any run. The allocation count is
-// the whole process's (runtime.MemStats), so a goroutine of another
-// fixture that allocates during one run would be charged to it; an
-// allocation of the benchmark's own shows in every run. It sorts rs.
-func (r *runner) summary(label string, rs []run) meas {
+// allocRuns is how many runs a figure's allocation count may take.
+const allocRuns = 3
+
+// summary is the result of the runs rs of the benchmark f: the median
+// run's time and the fewest allocations of any run. The allocation count
+// is the whole process's (runtime.MemStats), and the runtime allocates
+// now and then on its own (0 to 7 times in 500 ms of an otherwise idle
+// runner process, with or without a fixture built), so one short run of
+// a slow lookup can be charged a few allocations that are not its own; a
+// goroutine of another fixture that allocates would be charged too. An
+// allocation of the benchmark's own shows in every run. So where every
+// run allocated and there were fewer than allocRuns of them (the quick
+// mode takes one), f is run again, for its allocation count alone, until
+// one run allocates nothing or allocRuns runs have been taken; the time
+// stays the median of rs. It sorts rs.
+func (r *runner) summary(label string, rs []run, f func(*testing.B)) meas {
 	if len(rs) == 0 {
 		return none
 	}
@@ -66,6 +76,13 @@ func (r *runner) summary(label string, rs []run) meas {
 	m := rs[len(rs)/2]
 	for _, x := range rs {
 		m.allocs = min(m.allocs, x.allocs)
+	}
+	for n := len(rs); m.allocs > 0 && n < allocRuns; n++ {
+		one, ok := r.once(label, f)
+		if !ok {
+			return none
+		}
+		m.allocs = min(m.allocs, one.allocs)
 	}
 	r.detail("  %-52s %12s/op %6.1f allocs/op", label, fmtNs(m.ns), m.allocs)
 	return meas{ns: m.ns, allocs: m.allocs, ok: true}
