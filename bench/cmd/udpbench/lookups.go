@@ -78,47 +78,89 @@ func (r *runner) lookupsThen(sh *suite.Shape, sets []string, targets []suite.Tar
 func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
 	skip func(suite.Target) bool, more func(suite.Target, suite.Fixture) map[string]func(*testing.B),
 	after func(suite.Target, suite.Fixture)) *result {
-	res := &result{shape: sh, m: map[string]map[string]meas{}, cost: map[string]suite.Cost{}}
-	for _, s := range sets {
-		res.m[s] = map[string]meas{}
+	var skipAt func(*suite.Shape, suite.Target) bool
+	if skip != nil {
+		skipAt = func(_ *suite.Shape, t suite.Target) bool { return skip(t) }
 	}
-	var ts []suite.Target
-	for _, t := range targets {
-		if skip == nil || !skip(t) {
-			ts = append(ts, t)
-		}
-	}
-	if o.Memory || after != nil {
-		var ok []suite.Target
-		for _, t := range ts {
-			r.detail(" %s: building %s alone (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
-			f, cost, err := suite.Prepare(t, sh, o)
-			if r.gaveUp("", err) {
-				continue
-			}
-			res.cost[t.Name] = cost
-			ok = append(ok, t)
-			if after != nil {
-				// A build ends with a collection under way, which would
-				// charge its marking to after's writes: finish it.
-				runtime.GC()
-				after(t, f)
-			}
-			f.Close()
-			runtime.GC()
-		}
-		ts = ok
-		o.Memory = false
-	}
-	r.rounds(sh, sets, ts, o, more, res)
-	return res
+	return r.lookupsAcross([]*suite.Shape{sh}, sets, targets, o, skipAt, more, after)[0]
 }
 
-// rounds builds sh in each of targets and times them in rounds into res
-// (see lookupsWith); it leaves res's build costs alone.
-func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, o suite.Options,
-	more func(suite.Target, suite.Fixture) map[string]func(*testing.B), res *result) {
+// lookupsAcross is lookupsWith for shapes whose figures a ratio compares
+// with each other, such as the sizes of one family that a spread
+// ("slowest ÷ fastest") is taken over: the first pass runs shape by
+// shape, and then every shape's tables are built and timed in the same
+// rounds, shape after shape, so that the ratio's terms are measured in
+// alternation too. It returns one result a shape, in the order of shs;
+// skip, if not nil, says which targets not to run on a shape.
+func (r *runner) lookupsAcross(shs []*suite.Shape, sets []string, targets []suite.Target, o suite.Options,
+	skip func(*suite.Shape, suite.Target) bool, more func(suite.Target, suite.Fixture) map[string]func(*testing.B),
+	after func(suite.Target, suite.Fixture)) []*result {
+	var jobs []roundJob
+	for _, sh := range shs {
+		res := &result{shape: sh, m: map[string]map[string]meas{}, cost: map[string]suite.Cost{}}
+		for _, s := range sets {
+			res.m[s] = map[string]meas{}
+		}
+		var ts []suite.Target
+		for _, t := range targets {
+			if skip == nil || !skip(sh, t) {
+				ts = append(ts, t)
+			}
+		}
+		if o.Memory || after != nil {
+			ts = r.alone(sh, ts, o, after, res)
+		}
+		jobs = append(jobs, roundJob{sh: sh, targets: ts, res: res})
+	}
+	o.Memory = false
+	r.rounds(jobs, sets, o, more)
+	rs := make([]*result, len(jobs))
+	for i, j := range jobs {
+		rs[i] = j.res
+	}
+	return rs
+}
+
+// alone is lookupsWith's first pass over sh: it builds each of targets
+// alone, records its build cost in res, hands it to after if not nil and
+// closes it. It returns the targets that could be built.
+func (r *runner) alone(sh *suite.Shape, targets []suite.Target, o suite.Options, after func(suite.Target, suite.Fixture), res *result) []suite.Target {
+	var ok []suite.Target
+	for _, t := range targets {
+		r.detail(" %s: building %s alone (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
+		f, cost, err := suite.Prepare(t, sh, o)
+		if r.gaveUp("", err) {
+			continue
+		}
+		res.cost[t.Name] = cost
+		ok = append(ok, t)
+		if after != nil {
+			// A build ends with a collection under way, which would
+			// charge its marking to after's writes: finish it.
+			runtime.GC()
+			after(t, f)
+		}
+		f.Close()
+		runtime.GC()
+	}
+	return ok
+}
+
+// roundJob is one shape that rounds times: the targets to build it in,
+// and the result its figures go to.
+type roundJob struct {
+	sh      *suite.Shape
+	targets []suite.Target
+	res     *result
+}
+
+// rounds builds each job's shape in each of its targets and times them
+// all in rounds into the jobs' results (see lookupsWith and
+// lookupsAcross); it leaves the results' build costs alone.
+func (r *runner) rounds(jobs []roundJob, sets []string, o suite.Options,
+	more func(suite.Target, suite.Fixture) map[string]func(*testing.B)) {
 	type built struct {
+		job   *roundJob
 		t     suite.Target
 		f     suite.Fixture
 		sets  []string // the sets it answered right
@@ -127,38 +169,43 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 		bench map[string]func(*testing.B) // set → its benchmark
 		bad   map[string]bool             // sets whose benchmark failed
 	}
-	var bs []*built
+	bs := make([][]*built, len(jobs)) // by job
 	defer func() {
-		for _, b := range bs {
-			b.f.Close()
+		for _, jb := range bs {
+			for _, b := range jb {
+				b.f.Close()
+			}
 		}
 		runtime.GC()
 	}()
-	for _, t := range targets {
-		r.detail(" %s: building %s (%s sockets)", sh.Name, t.Name, fmtInt(len(sh.Socks)))
-		f, _, err := suite.Prepare(t, sh, o)
-		if r.gaveUp("", err) {
-			continue
-		}
-		b := &built{t: t, f: f, runs: map[string][]run{}, bench: map[string]func(*testing.B){}, bad: map[string]bool{}}
-		for _, s := range sets {
-			if err := f.Check(sh.SetIndex(s), checkMax); err != nil {
-				r.fail("%s on %s, set %s: wrong answer: %v", t.Name, sh.Name, s, err)
+	for i := range jobs {
+		j := &jobs[i]
+		for _, t := range j.targets {
+			r.detail(" %s: building %s (%s sockets)", j.sh.Name, t.Name, fmtInt(len(j.sh.Socks)))
+			f, _, err := suite.Prepare(t, j.sh, o)
+			if r.gaveUp("", err) {
 				continue
 			}
-			b.sets = append(b.sets, s)
+			b := &built{job: j, t: t, f: f, runs: map[string][]run{}, bench: map[string]func(*testing.B){}, bad: map[string]bool{}}
+			for _, s := range sets {
+				if err := f.Check(j.sh.SetIndex(s), checkMax); err != nil {
+					r.fail("%s on %s, set %s: wrong answer: %v", t.Name, j.sh.Name, s, err)
+					continue
+				}
+				b.sets = append(b.sets, s)
+			}
+			if more != nil {
+				b.more = more(t, f)
+			}
+			bs[i] = append(bs[i], b)
 		}
-		if more != nil {
-			b.more = more(t, f)
-		}
-		bs = append(bs, b)
 	}
-	label := func(s string, t suite.Target) string { return fmt.Sprintf("%s %s %s", sh.Name, s, t.Name) }
+	label := func(s string, b *built) string { return fmt.Sprintf("%s %s %s", b.job.sh.Name, s, b.t.Name) }
 	measure := func(b *built, s string, f func(*testing.B)) {
 		if b.bad[s] {
 			return
 		}
-		one, ok := r.once(label(s, b.t), f)
+		one, ok := r.once(label(s, b), f)
 		if !ok {
 			b.bad[s] = true
 			return
@@ -167,37 +214,44 @@ func (r *runner) rounds(sh *suite.Shape, sets []string, targets []suite.Target, 
 		b.bench[s] = f
 	}
 	var extra []string // the names more gave, in a fixed order
-	for _, b := range bs {
-		for name := range b.more {
-			if !slices.Contains(extra, name) {
-				extra = append(extra, name)
+	for _, jb := range bs {
+		for _, b := range jb {
+			for name := range b.more {
+				if !slices.Contains(extra, name) {
+					extra = append(extra, name)
+				}
 			}
 		}
 	}
 	slices.Sort(extra)
 	for range r.c.runs {
-		for _, s := range sets {
-			for _, b := range bs {
-				if slices.Contains(b.sets, s) {
-					measure(b, s, b.f.Bench(sh.SetIndex(s)))
+		for _, jb := range bs {
+			for _, s := range sets {
+				for _, b := range jb {
+					if slices.Contains(b.sets, s) {
+						measure(b, s, b.f.Bench(b.job.sh.SetIndex(s)))
+					}
 				}
 			}
-		}
-		for _, name := range extra {
-			for _, b := range bs {
-				if f, ok := b.more[name]; ok {
-					measure(b, name, f)
+			for _, name := range extra {
+				for _, b := range jb {
+					if f, ok := b.more[name]; ok {
+						measure(b, name, f)
+					}
 				}
 			}
 		}
 	}
-	for _, b := range bs {
-		for _, s := range slices.Concat(b.sets, extra) {
-			if rs, ok := b.runs[s]; ok && !b.bad[s] {
-				if res.m[s] == nil {
-					res.m[s] = map[string]meas{}
+	for _, jb := range bs {
+		for _, b := range jb {
+			res := b.job.res
+			for _, s := range slices.Concat(b.sets, extra) {
+				if rs, ok := b.runs[s]; ok && !b.bad[s] {
+					if res.m[s] == nil {
+						res.m[s] = map[string]meas{}
+					}
+					res.m[s][b.t.Name] = r.summary(label(s, b), rs, b.bench[s])
 				}
-				res.m[s][b.t.Name] = r.summary(label(s, b.t), rs, b.bench[s])
 			}
 		}
 	}
