@@ -201,6 +201,9 @@ type runner struct {
 	load     float64 // 1-minute load average at the start
 	others   float64 // CPUs other processes kept busy during the run
 	echo     bool    // print the report on stdout as it is written
+	// measured, if not nil, is told the label of each measurement as it
+	// begins; tests read the order of the rounds from it.
+	measured func(label string)
 }
 
 func newRunner(c config) *runner {

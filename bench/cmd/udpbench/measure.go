@@ -37,6 +37,9 @@ type run struct{ ns, allocs float64 }
 // once measures f once; false (with the run failed) if the benchmark
 // failed.
 func (r *runner) once(label string, f func(*testing.B)) (run, bool) {
+	if r.measured != nil {
+		r.measured(label)
+	}
 	res := testing.Benchmark(f)
 	if res.N == 0 {
 		r.fail("%s: the benchmark failed", label)
