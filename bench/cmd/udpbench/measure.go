@@ -54,10 +54,10 @@ const allocRuns = 3
 // summary is the result of the runs rs of the benchmark f: the median
 // run's time and the fewest allocations of any run. The allocation count
 // is the whole process's (runtime.MemStats), and the runtime allocates
-// now and then on its own (0 to 7 times in 500 ms of an otherwise idle
-// runner process, with or without a fixture built), so one short run of
-// a slow lookup can be charged a few allocations that are not its own; a
-// goroutine of another fixture that allocates would be charged too. An
+// now and then on its own (0 to 7 times in 500 ms of a test process that
+// sat idle, with one of the suite's fixtures built or none), so one short
+// run of a slow lookup can be charged a few allocations that are not its
+// own; a goroutine of another fixture that allocates would be too. An
 // allocation of the benchmark's own shows in every run. So where every
 // run allocated and there were fewer than allocRuns of them (the quick
 // mode takes one), f is run again, for its allocation count alone, until
