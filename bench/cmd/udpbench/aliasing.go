@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"sort"
-	"testing"
 
 	"github.com/udpdemux/udpdemux/bench/suite"
 )
@@ -17,10 +16,6 @@ const (
 // aliasTargets are the configurations the attack is run against.
 var aliasTargets = []suite.Target{suite.Default, suite.Fixed4096}
 
-// setBaseline names the victim's lookups in the table without attackers,
-// timed in the rounds of an attacked table.
-const setBaseline = "baseline"
-
 func (r *runner) aliasing() {
 	n := aliasingAttackers.at(r.c.quick)
 	r.printf("A victim socket on 10.0.0.1:%d, and a local attacker's %s sockets on 10.0.0.1:%d (%d + 4 096), either "+
@@ -31,44 +26,20 @@ func (r *runner) aliasing() {
 		"after the other, so that each row's two figures saw the machine in the same states.\n\n",
 		suite.VictimPort, fmtInt(n), suite.AliasPort, suite.VictimPort, attackReuseAddr, attackGroup)
 	t := newTable("configuration, attack", "without attackers", "with attackers", "with ÷ without")
-	base := suite.Aliased(0, false, r.c.seed)
 	o := suite.Options{Budget: aliasingBudget.at(r.c.quick)}
 	for _, tg := range aliasTargets {
-		bf := r.aliasBaseline(tg, base, o)
 		for _, attack := range []string{attackReuseAddr, attackGroup} {
-			res := r.lookupsWith(suite.Aliased(n, attack == attackGroup, r.c.seed), []string{suite.SetVictim}, []suite.Target{tg}, o, nil,
-				func(suite.Target, suite.Fixture) map[string]func(*testing.B) {
-					if bf == nil {
-						return nil
-					}
-					return map[string]func(*testing.B){setBaseline: bf.Bench(base.SetIndex(suite.SetVictim))}
-				}, nil)
-			r.record(key{scen: scAliasing, shape: attack, n: n}, res)
-			a, b := res.get(suite.SetVictim, tg.Name), res.get(setBaseline, tg.Name)
+			shs := []*suite.Shape{suite.Aliased(n, attack == attackGroup, r.c.seed), suite.Aliased(0, false, r.c.seed)}
+			ress := r.lookupsAcross(shs, []string{suite.SetVictim}, []suite.Target{tg}, o, nil, nil, nil)
+			// The baseline is recorded with its attack's row, as n 0.
+			r.record(key{scen: scAliasing, shape: attack, n: n}, ress[0])
+			r.record(key{scen: scAliasing, shape: attack, n: 0}, ress[1])
+			a, b := ress[0].get(suite.SetVictim, tg.Name), ress[1].get(suite.SetVictim, tg.Name)
 			t.add(fmt.Sprintf("%s, %s", tg.Name, attack), fmtNs(b.ns), fmtNs(a.ns), fmtX(a.ns/b.ns))
-		}
-		if bf != nil {
-			bf.Close()
 		}
 	}
 	r.printf("%s\nColumns: time per lookup for the victim (lower is better); *with ÷ without*: how many times slower "+
 		"the attackers make it.\n\n", t)
-}
-
-// aliasBaseline builds tg's table of base, the victim alone, and checks
-// it; nil (with the failure reported) if either fails.
-func (r *runner) aliasBaseline(tg suite.Target, base *suite.Shape, o suite.Options) suite.Fixture {
-	r.detail(" %s: building %s (%s sockets)", base.Name, tg.Name, fmtInt(len(base.Socks)))
-	f, _, err := suite.Prepare(tg, base, o)
-	if r.gaveUp("", err) {
-		return nil
-	}
-	if err := f.Check(base.SetIndex(suite.SetVictim), checkMax); err != nil {
-		r.fail("%s on %s, set %s: wrong answer: %v", tg.Name, base.Name, suite.SetVictim, err)
-		f.Close()
-		return nil
-	}
-	return f
 }
 
 func (r *runner) aliasingGoals() []goal {
@@ -79,7 +50,7 @@ func (r *runner) aliasingGoals() []goal {
 		for _, attack := range []string{attackReuseAddr, attackGroup} {
 			k := key{scen: scAliasing, shape: attack, n: n, set: suite.SetVictim, target: tg.Name, m: lookupNs}
 			w := r.val(k)
-			k.set = setBaseline
+			k.n = 0
 			ps = append(ps, place{attack, w / r.val(k)})
 		}
 		gs = append(gs, limit(fmt.Sprintf("Port aliasing, %s: with %s attackers on port %d, the victim's lookup within 2× of none",

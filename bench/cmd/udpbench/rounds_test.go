@@ -15,11 +15,7 @@ import (
 // size's rounds in a block (what lookups called size by size does), and
 // that each size still gets a figure from its own rounds.
 func TestLookupsAcrossAlternates(t *testing.T) {
-	bt := flag.Lookup("test.benchtime")
-	require.NotNil(t, bt)
-	old := bt.Value.String()
-	require.NoError(t, flag.Set("test.benchtime", "2ms"))
-	t.Cleanup(func() { _ = flag.Set("test.benchtime", old) })
+	shortBenchtime(t)
 
 	shs := []*suite.Shape{suite.SamePort(100, 256, 1), suite.SamePort(200, 256, 1)}
 	var got []string
@@ -46,14 +42,11 @@ func TestLookupsAcrossAlternates(t *testing.T) {
 }
 
 // TestLookupsWithMoreAlternates checks that a further benchmark that
-// lookupsWith is given (as the aliasing scenario gives its baseline) is
+// lookupsWith is given (as the batch scenario gives its batch lookup) is
 // timed in each round right after the sets, not in rounds of its own.
 func TestLookupsWithMoreAlternates(t *testing.T) {
-	bt := flag.Lookup("test.benchtime")
-	require.NotNil(t, bt)
-	old := bt.Value.String()
-	require.NoError(t, flag.Set("test.benchtime", "2ms"))
-	t.Cleanup(func() { _ = flag.Set("test.benchtime", old) })
+	const extra = "extra"
+	shortBenchtime(t)
 
 	sh, base := suite.SamePort(100, 256, 1), suite.SamePort(10, 256, 1)
 	bf, _, err := suite.Prepare(suite.Floor, base, suite.Options{})
@@ -63,14 +56,24 @@ func TestLookupsWithMoreAlternates(t *testing.T) {
 	r := &runner{c: config{runs: 3}, vals: map[key]float64{}, measured: func(l string) { got = append(got, l) }}
 	res := r.lookupsWith(sh, []string{suite.SetBound}, []suite.Target{suite.Floor}, suite.Options{}, nil,
 		func(suite.Target, suite.Fixture) map[string]func(*testing.B) {
-			return map[string]func(*testing.B){setBaseline: bf.Bench(base.SetIndex(suite.SetBound))}
+			return map[string]func(*testing.B){extra: bf.Bench(base.SetIndex(suite.SetBound))}
 		}, nil)
 	require.Empty(t, r.errs)
 	var want []string
 	for range 3 {
-		want = append(want, sh.Name+" "+suite.SetBound+" "+suite.Floor.Name, sh.Name+" "+setBaseline+" "+suite.Floor.Name)
+		want = append(want, sh.Name+" "+suite.SetBound+" "+suite.Floor.Name, sh.Name+" "+extra+" "+suite.Floor.Name)
 	}
 	assert.Equal(t, want, got)
-	assert.True(t, res.get(setBaseline, suite.Floor.Name).ok)
+	assert.True(t, res.get(extra, suite.Floor.Name).ok)
 	assert.True(t, res.get(suite.SetBound, suite.Floor.Name).ok)
+}
+
+// shortBenchtime makes each measurement of the test 2 ms long, and puts
+// the flag back when the test ends.
+func shortBenchtime(t *testing.T) {
+	bt := flag.Lookup("test.benchtime")
+	require.NotNil(t, bt)
+	old := bt.Value.String()
+	require.NoError(t, flag.Set("test.benchtime", "2ms"))
+	t.Cleanup(func() { _ = flag.Set("test.benchtime", old) })
 }
