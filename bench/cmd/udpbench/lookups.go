@@ -87,7 +87,8 @@ func (r *runner) lookupsWith(sh *suite.Shape, sets []string, targets []suite.Tar
 
 // lookupsAcross is lookupsWith for shapes whose figures a ratio compares
 // with each other, such as the sizes of one family that a spread
-// ("slowest ÷ fastest") is taken over: the first pass runs shape by
+// ("slowest ÷ fastest") is taken over, or a table under attack and the
+// same table without the attack: the first pass runs shape by
 // shape, and then every shape's tables are built and timed in the same
 // rounds, shape after shape, so that the ratio's terms are measured in
 // alternation too. It returns one result a shape, in the order of shs;
