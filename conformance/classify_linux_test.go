@@ -5,41 +5,50 @@ package conformance
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The classifier decides, for each step, which documented behaviour
 // explains the kernel's answer. The kernel model answers the step once with
-// every kernel feature, once without the features udpdemux leaves out on
-// purpose (the deliberate differences: udpdemux's rule), and once with each
-// feature switched off in turn. Binds (whose answer is an errno) and
-// datagrams (whose answer is a set of receivers) share it.
+// the features the running kernel has (found by the probes of
+// probe_linux_test.go when the test starts), once with udpdemux's rule
+// (every feature but the ones udpdemux leaves out on purpose, the
+// deliberate differences), and once with each feature flipped in turn.
+// Binds (whose answer is an errno) and datagrams (whose answer is a set of
+// receivers) share it.
 
 // verdict is the classification of one step.
 type verdict[T any] struct {
-	kernel T // the model's answer with every feature: what the kernel must say
+	kernel T // the model's answer with the kernel's features: what the kernel must say
 	rule   T // the answer without the excused features: what the table must say
 	// deliberate reports whether kernel and rule differ: the step is one
-	// of the deliberate differences.
+	// of the deliberate differences, or a behaviour that udpdemux follows
+	// and this kernel lacks.
 	deliberate bool
-	// matters holds the features that, switched off alone, change kernel.
+	// matters holds the features that, flipped alone, change kernel.
 	matters feature
-	// kinds holds, for a deliberate step, the excused features among
-	// matters: the differences that make it.
+	// kinds holds, for a deliberate step, the features among matters on
+	// which the kernel and udpdemux's rule disagree: the differences that
+	// make it.
 	kinds feature
 }
 
-// classify classifies a step; answer gives the model's answer with the
-// features on, and equal compares two answers.
-func classify[T any](excuse feature, answer func(on feature) T, equal func(a, b T) bool) verdict[T] {
-	v := verdict[T]{kernel: answer(featAll), rule: answer(featAll &^ excuse)}
+// classify classifies a step for a kernel with the features kern; answer
+// gives the model's answer with the features on, and equal compares two
+// answers. A deliberate difference that this kernel does not show (kern
+// lacks it) makes no step deliberate: there the kernel and udpdemux agree,
+// and the step is compared as an ordinary one.
+func classify[T any](kern, excuse feature, answer func(on feature) T, equal func(a, b T) bool) verdict[T] {
+	rule := featAll &^ excuse
+	v := verdict[T]{kernel: answer(kern), rule: answer(rule)}
 	v.deliberate = !equal(v.kernel, v.rule)
 	for _, f := range featureNames {
-		if !equal(answer(featAll&^f.f), v.kernel) {
+		if !equal(answer(kern^f.f), v.kernel) {
 			v.matters |= f.f
 		}
 	}
 	if v.deliberate {
-		v.kinds = v.matters & excuse
+		v.kinds = v.matters & (kern ^ rule)
 	}
 	return v
 }
@@ -73,13 +82,24 @@ func ruleOK(want []int, got int, group []int) bool {
 	return true
 }
 
-// kindName names the features that make a deliberate step; "combined" when
-// no single one does, only several together.
-func kindName(f feature) string {
+// kindName names the features that make a deliberate step, those that
+// udpdemux follows and the kernel lacks as "no-" and the name; "combined"
+// when no single one does, only several together.
+func kindName(f, kern feature) string {
 	if f == 0 {
 		return "combined"
 	}
-	return f.String()
+	var s []string
+	for _, n := range featureNames {
+		switch {
+		case f&n.f == 0:
+		case kern&n.f == 0:
+			s = append(s, "no-"+n.name)
+		default:
+			s = append(s, n.name)
+		}
+	}
+	return strings.Join(s, "+")
 }
 
 // explained formats what explain found, for a failure message.

@@ -21,7 +21,7 @@ import (
 //	UDPDEMUX_CONFORMANCE_SCENARIOS  scenarios per seed (default 2500, 300 with -short)
 //	UDPDEMUX_CONFORMANCE_REPLAY     seed:index — run that one scenario, print its trace
 //	UDPDEMUX_CONFORMANCE_EXCUSE     kernel features whose differences count as
-//	                                deliberate besides diff1-diff4 (hash4,
+//	                                deliberate besides the diffN (hash4,
 //	                                placeholder-fallback; see model_linux_test.go),
 //	                                and connect46 to skip the connects that
 //	                                the table refuses; for hunting further
@@ -31,7 +31,7 @@ var (
 	flagSeed      = flag.String("conformance.seed", "", "seed of the random run of the kernel conformance test (default: fresh)")
 	flagScenarios = flag.Int("conformance.scenarios", 0, "scenarios per seed of the kernel conformance test")
 	flagReplay    = flag.String("conformance.replay", "", "seed:index of one kernel conformance scenario to replay verbosely")
-	flagExcuse    = flag.String("conformance.excuse", "", "kernel features to treat as deliberate differences besides diff1-diff4 (hash4,placeholder-fallback), and connect46; for hunting only")
+	flagExcuse    = flag.String("conformance.excuse", "", "kernel features to treat as deliberate differences besides the diffN ones (hash4,placeholder-fallback), and connect46; for hunting only")
 )
 
 // fixedSeed always runs, so that CI covers a known set of scenarios.
@@ -58,8 +58,10 @@ func knob(flagVal, env string) string {
 }
 
 // deliberate are the kernel behaviours that udpdemux does not follow on
-// purpose: the deliberate differences 1 to 4 of DESIGN.md and README.
-const deliberate = featDiff1 | featDiff2 | featDiff3 | featDiff4
+// purpose: the deliberate differences of DESIGN.md and README that a
+// scenario can show (1 to 4, 6 and 7; 5 needs bind(0), whose port the
+// table and the kernel choose each on its own).
+const deliberate = featDiff1 | featDiff2 | featDiff3 | featDiff4 | featDiff6 | featDiff7
 
 func parseExcuse(s string) (feature, error) {
 	f := deliberate
@@ -76,7 +78,7 @@ func parseExcuse(s string) (feature, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("unknown feature %q (want diff1-diff4, hash4, placeholder-fallback or connect46)", n)
+			return 0, fmt.Errorf("unknown feature %q (want diff1-diff4, diff6, diff7, hash4, placeholder-fallback or connect46)", n)
 		}
 	}
 	return f, nil
@@ -96,11 +98,14 @@ func parseExcuse(s string) (feature, error) {
 // socket or none, or, when the table chose from a SO_REUSEPORT group, a
 // member of that group.
 //
-// The kernel model (model_linux_test.go) recognises the steps where
-// the deliberate differences 1 to 4 (DESIGN.md) change the kernel's answer.
-// Those steps are counted; the table is checked against udpdemux's rule
-// (the model without the shortcut) and the kernel against the model, which
-// keeps the recognition exact. A failing scenario is shrunk to a minimal
+// When it starts, the test probes the running kernel for each behaviour
+// that varies between kernels (probe_linux_test.go) and prints what it
+// found. The kernel model (model_linux_test.go) of that kernel recognises
+// the steps where the deliberate differences (DESIGN.md) change the
+// kernel's answer. Those steps are counted; the table is checked against
+// udpdemux's rule (the model without the differences) and the kernel
+// against the model, which keeps the recognition exact. A difference that
+// the running kernel does not show makes no step deliberate. A failing scenario is shrunk to a minimal
 // list of ops and printed with the command that replays it.
 func TestKernelConformance(t *testing.T) {
 	excuse, err := parseExcuse(knob(*flagExcuse, "UDPDEMUX_CONFORMANCE_EXCUSE"))
@@ -171,7 +176,7 @@ func TestKernelConformance(t *testing.T) {
 	t.Logf("total: %v", total)
 	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects (%d keep-wildcard connects), %d refused connects (%d without an IPv6 source) and %d datagrams (%d to a socket that kept the wildcard) compared; %s",
 		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.keepWild,
-		total.connectErrs, total.noSource, total.sends, total.toKeptWild, e.probeNote()))
+		total.connectErrs, total.noSource, total.sends, total.toKeptWild, e.probeNote()+"; "+e.kernelNote()))
 	if e.root && n >= coverageScenarios && (total.keepWild == 0 || total.noSource == 0 || total.toKeptWild == 0) {
 		t.Errorf("%d scenarios per seed compared %d keep-wildcard connects, %d connects without an IPv6 source and %d datagrams to a socket that kept the wildcard: "+
 			"each must have come up (connects through a device without an address of the family, nov4 and nov6; setup: %s)",

@@ -99,6 +99,9 @@ type env struct {
 	sentRx, sentTx int            // sentinel receiver and sender
 	sentAddr       netip.AddrPort // sentinel receiver address
 
+	// kern holds the model features the running kernel has, as the probes
+	// found them (probe_linux_test.go).
+	kern feature
 	// Setup notes for the log.
 	notes []string
 	// Probe datagrams sent, that came after their sentinel, and resent.
@@ -323,7 +326,10 @@ func (e *env) setup() error {
 	if err := syscall.Bind(e.sentTx, sockaddr(netip.AddrPortFrom(e.sentAddr.Addr(), 0))); err != nil {
 		return err
 	}
-	return e.probeArrival()
+	if err := e.probeArrival(); err != nil {
+		return err
+	}
+	return e.probeKernel()
 }
 
 // The peers beyond the devices without an address of a family.

@@ -28,7 +28,7 @@ import (
 // as a model miss.
 
 // feature is a kernel behaviour the model can switch off.
-type feature uint8
+type feature uint16
 
 const (
 	// featDiff1 (deliberate difference 1): a bind conflict check stops at
@@ -67,19 +67,34 @@ const (
 	// it is hashed under its IPv6 address, so a bind to 127.0.0.6 does not
 	// see it.
 	featDiff4
+	// featDiff6 (deliberate difference 6): SO_REUSEPORT groups follow
+	// Linux's history. A connect (6.13+), a disconnect of a wildcard
+	// socket and SO_BINDTODEVICE detach a socket from its group, and
+	// nothing puts it back; a later bind joins the group of the first
+	// matching socket in the primary chain, making a new one with that
+	// socket if it has none. Off, a group is every unconnected ReusePort
+	// socket with the same family, V6Only, local address, port, device and
+	// owner: udpdemux's rule.
+	featDiff6
+	// featDiff7 (deliberate difference 7): an IPv6 socket keeps its old
+	// peer's address after a disconnect (__udp_disconnect clears only the
+	// IPv4 one), and IPv6 lookups go on filtering on it, scoring the match
+	// one more. Off, a disconnect forgets the peer in both families.
+	featDiff7
 
-	featAll = featDiff1 | featDiff2 | featDiff3 | featHash4 | featPlaceholderFallback | featDiff4
+	featAll = featDiff1 | featDiff2 | featDiff3 | featHash4 | featPlaceholderFallback | featDiff4 | featDiff6 | featDiff7
 
 	// skipConnect46 is not a model feature but a knob for hunting: skip
 	// connects of an IPv6 socket that already has a specific IPv6 local
 	// address to a v4-mapped peer (Linux accepts them, see doConnect).
-	skipConnect46 feature = 1 << 7
+	skipConnect46 feature = 1 << 15
 )
 
 var featureNames = []struct {
 	f    feature
 	name string
-}{{featDiff1, "diff1"}, {featDiff2, "diff2"}, {featDiff3, "diff3"}, {featDiff4, "diff4"}, {featHash4, "hash4"}, {featPlaceholderFallback, "placeholder-fallback"}}
+}{{featDiff1, "diff1"}, {featDiff2, "diff2"}, {featDiff3, "diff3"}, {featDiff4, "diff4"}, {featDiff6, "diff6"}, {featDiff7, "diff7"},
+	{featHash4, "hash4"}, {featPlaceholderFallback, "placeholder-fallback"}}
 
 func (f feature) String() string {
 	var s []string
@@ -111,7 +126,8 @@ type msock struct {
 	reusePort bool
 	owner     uint32
 	dev       int
-	v6only    bool // ipv6_only_sock(): set by the user, or by a specific IPv6 bind
+	v6only    bool       // ipv6_only_sock(): set by the user, or by a specific IPv6 bind
+	bound     netip.Addr // the bind's address: a wildcard (not ::ffff:0.0.0.0) leaves SOCK_BINDADDR_LOCK unset
 
 	rcv6 netip.Addr // AF_INET6: sk_v6_rcv_saddr
 	rcv4 netip.Addr // inet_rcv_saddr (4-byte); 127.0.0.6 for specific IPv6 sockets
@@ -119,7 +135,8 @@ type msock struct {
 
 	connected bool
 	daddr4    netip.Addr // inet_daddr, 0.0.0.0 when unset
-	daddr6    netip.Addr // AF_INET6: sk_v6_daddr
+	daddr6    netip.Addr // AF_INET6: sk_v6_daddr, cleared by a disconnect as udpdemux does
+	oldPeer6  netip.Addr // AF_INET6: the sk_v6_daddr that Linux keeps after a disconnect (featDiff7)
 	dport     uint16
 
 	group *mgroup // SO_REUSEPORT group (sk_reuseport_cb), nil when detached
@@ -153,7 +170,7 @@ func (m *model) tick() uint64 { m.clock++; return m.clock }
 // before any conflict check.
 func prepare(id int, b bindSpec) (*msock, syscall.Errno) {
 	s := &msock{id: id, fam6: b.addr.Is6(), port: b.port, reuseAddr: b.reuseAddr, reusePort: b.reusePort,
-		owner: b.owner, dev: b.dev, daddr4: any4}
+		owner: b.owner, dev: b.dev, daddr4: any4, bound: b.addr}
 	if !s.fam6 {
 		s.rcv4, s.key = b.addr, b.addr
 		return s, 0
@@ -396,6 +413,7 @@ func (m *model) hasConnsSet(s *msock) {
 // connect applies a connect that succeeded in the kernel; local is the
 // address getsockname reported after it.
 func (m *model) connect(s *msock, remote netip.AddrPort, local netip.Addr) {
+	s.oldPeer6 = netip.Addr{}
 	switch {
 	case !s.fam6:
 		if s.rcv4 == any4 {
@@ -435,6 +453,73 @@ func (m *model) connect(s *msock, remote netip.AddrPort, local netip.Addr) {
 		s.connected = true
 		m.hash4(s, false)
 	}
+}
+
+// disconnect applies connect(AF_UNSPEC) (__udp_disconnect): the peer and
+// the device go; a socket bound to a wildcard gets it back and is rehashed,
+// which detaches it from its group and takes it out of the 4-tuple hash; a
+// socket bound to an address (SOCK_BINDADDR_LOCK, ::ffff:0.0.0.0 included)
+// keeps its local address, its chain places and its 4-tuple hash entry,
+// where its current 4-tuple no longer matches any datagram. An IPv6
+// socket keeps its old IPv6 peer address in Linux (oldPeer6, featDiff7).
+func (m *model) disconnect(s *msock) {
+	if s.fam6 && s.daddr6 != any6 {
+		s.oldPeer6 = s.daddr6
+	}
+	s.connected = false
+	s.daddr4, s.dport, s.dev = any4, 0, 0
+	if s.fam6 {
+		s.daddr6 = any6
+	}
+	if s.bound == any4 || s.bound == any6 {
+		s.rcv4 = any4
+		if s.fam6 {
+			s.rcv6 = any6
+		}
+		m.rehash(s, any4)
+		s.hashed4 = false
+	}
+}
+
+// setDevice applies SO_BINDTODEVICE on a bound socket
+// (sock_bindtoindex_locked): the device changes, and the protocol's rehash
+// runs even when it does not. The secondary slot stays (the address is
+// the same), but the rehash detaches the socket from its group and moves
+// its 4-tuple hash entry to its current 4-tuple, as the newest; a socket
+// without a local address would leave the 4-tuple hash, but only sockets
+// with one are in it.
+func (m *model) setDevice(s *msock, dev int) {
+	s.dev = dev
+	m.detach(s)
+	if !s.hashed4 {
+		return
+	}
+	v4 := !s.fam6 || s.rcv6.Is4In6()
+	s.seq4, s.h4v4 = m.tick(), v4
+	if v4 {
+		s.h4local, s.h4remote = netip.AddrPortFrom(s.rcv4, s.port), netip.AddrPortFrom(s.daddr4, s.dport)
+		return
+	}
+	peer := s.daddr6
+	if s.oldPeer6.IsValid() {
+		peer = s.oldPeer6 // Linux's sk_v6_daddr
+	}
+	s.h4local, s.h4remote = netip.AddrPortFrom(s.rcv6, s.port), netip.AddrPortFrom(peer, s.dport)
+}
+
+// ruleGroup is udpdemux's SO_REUSEPORT group of s: every unconnected
+// ReusePort socket with its family, V6Only, local address, port, device and
+// owner, in id order.
+func (m *model) ruleGroup(s *msock) []int {
+	var out []int
+	for _, x := range m.socks {
+		if x.reusePort && !x.connected && x.fam6 == s.fam6 && x.v6only == s.v6only && x.port == s.port &&
+			x.dev == s.dev && x.owner == s.owner && x.rcv4 == s.rcv4 && (!s.fam6 || x.rcv6 == s.rcv6) {
+			out = append(out, x.id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // staleHash4 returns the sockets that Linux's 4-tuple lookup finds for the
@@ -526,8 +611,12 @@ func (m *model) lookup(src, dst netip.AddrPort, ifindex int, f feature) []int {
 			}
 			sc++
 		}
-		if s.daddr6 != any6 {
-			if s.daddr6 != src.Addr() {
+		daddr6 := s.daddr6
+		if f&featDiff7 != 0 && s.oldPeer6.IsValid() {
+			daddr6 = s.oldPeer6
+		}
+		if daddr6 != any6 {
+			if daddr6 != src.Addr() {
 				return -1
 			}
 			sc++
@@ -552,6 +641,15 @@ func (m *model) lookup(src, dst netip.AddrPort, ifindex int, f feature) []int {
 				continue
 			}
 			badness = sc
+			if f&featDiff6 == 0 && !s.connected && s.reusePort {
+				// udpdemux's groups: no history, and no shortcut that
+				// depends on it (featDiff2 needs the kernel's groups).
+				result = m.ruleGroup(s)
+				if f&featDiff2 != 0 && (s.group == nil || !s.group.hasConns) {
+					return result
+				}
+				continue
+			}
 			if !s.connected && s.reusePort && s.group != nil {
 				var sel []int
 				for _, x := range s.group.members {

@@ -19,6 +19,8 @@ const (
 	opConnect
 	opClose
 	opSend
+	opDisconnect // connect(AF_UNSPEC)
+	opSetDev     // SO_BINDTODEVICE after bind
 )
 
 type bindSpec struct {
@@ -37,6 +39,7 @@ type op struct {
 	bind bindSpec       // bind
 	peer int            // connect: the remote; send: the source
 	dst  netip.AddrPort // send
+	dev  int            // setdev: the device, 0 for none
 }
 
 // result of running a scenario.

@@ -18,7 +18,7 @@ import (
 // tables must answer.
 
 // kernelBind makes and binds a kernel socket.
-func (r *runner) kernelBind(b bindSpec) (int, syscall.Errno, error) {
+func kernelBind(b bindSpec) (int, syscall.Errno, error) {
 	fam6 := b.addr.Is6()
 	fd, err := socket(fam6, b.owner)
 	if err != nil {
@@ -62,7 +62,7 @@ func (r *runner) kernelBind(b bindSpec) (int, syscall.Errno, error) {
 
 func (r *runner) doBind(step int, o op) {
 	b := o.bind
-	fd, kerr, err := r.kernelBind(b)
+	fd, kerr, err := kernelBind(b)
 	line := fmt.Sprintf("s%d = bind %s", o.id, r.specString(b))
 	r.outcome = errnoString(kerr)
 	if err != nil {
@@ -81,7 +81,7 @@ func (r *runner) doBind(step int, o op) {
 	// A bind that prepare refuses (pre) never reaches the model's chains.
 	v := verdict[syscall.Errno]{kernel: pre, rule: pre}
 	if pre == 0 {
-		v = classify(r.excuse, answer, func(a, b syscall.Errno) bool { return a == b })
+		v = classify(r.e.kern, r.excuse, answer, func(a, b syscall.Errno) bool { return a == b })
 	}
 	r.st.countMatters("bind", v.matters)
 	cause := func(got syscall.Errno) feature {
@@ -125,7 +125,7 @@ func (r *runner) doBind(step int, o op) {
 			}
 		}
 	} else {
-		kind := kindName(v.kinds)
+		kind := kindName(v.kinds, r.e.kern)
 		r.st.deliberate["bind/"+kind]++
 		r.tracef("%s -> kernel %s, table %s [deliberate difference %s]", line, errnoString(kerr), errnoString(v.rule), kind)
 		for i := range r.tables {
@@ -351,7 +351,7 @@ func (r *runner) doSend(step int, o op) {
 	r.outcome = r.sockName(recv)
 	ifindex := r.e.arrive[o.dst.Addr()]
 	answer := func(on feature) []int { return r.m.lookup(p.addr, o.dst, ifindex, on) }
-	v := classify(r.excuse, answer, slices.Equal[[]int])
+	v := classify(r.e.kern, r.excuse, answer, slices.Equal[[]int])
 	r.st.countMatters("send", v.matters)
 	line := fmt.Sprintf("send %v -> %v (arrives on %s)", p.addr, o.dst, r.devName(ifindex))
 	got := make([]int, len(r.tables))
@@ -427,7 +427,7 @@ func (r *runner) doSend(step int, o op) {
 		}
 		return
 	}
-	kind := kindName(v.kinds)
+	kind := kindName(v.kinds, r.e.kern)
 	r.st.deliberate["send/"+kind]++
 	r.tracef("%s -> kernel %s (model %s); udpdemux's rule %s; table %s [deliberate difference %s]", line, r.sockName(recv), setName(v.kernel), setName(v.rule), tableSays(), kind)
 	for i := range r.tables {
