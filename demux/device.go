@@ -12,13 +12,21 @@ import (
 // SO_BINDTODEVICE on a bound socket does in Linux: from then on s receives
 // only datagrams that arrive on device, and later binds see it on device.
 // Following Linux 6.18, nothing is checked against other sockets, the
-// socket keeps its place for ties and its peer and 4-tuple precedence, and
-// a socket bound to a link-local address may change or drop the interface
-// its zone named. An SO_REUSEPORT socket leaves its group (Linux detaches
-// it); unlike Linux, it then joins the group of sockets with the same
-// address, port and new device, if any, as its last member, since in
-// udpdemux every unconnected ReusePort socket belongs to the group of its
-// key. The other options are fixed at Bind: Linux refuses IPV6_V6ONLY on a
+// socket keeps its peer and its place for ties, and a socket bound to a
+// link-local address may change or drop the interface its zone named.
+//
+// Like the kernel, which rehashes the socket even when the device does not
+// change, SetDevice moves a socket that is in the 4-tuple hash (it once
+// connected with a source address) to its current 4-tuple, as the most
+// recent entry there: a connected socket gains 4-tuple precedence for its
+// current peer, over sockets that connected to that peer before; a
+// disconnected one loses it for good, since a later connect does not put
+// a socket already in the 4-tuple hash there again.
+//
+// An SO_REUSEPORT socket leaves its group; unlike Linux, which leaves it
+// in no group, it then joins the group of sockets with the same address,
+// port and new device, if any, as its last member (deliberate difference
+// 6). The other options are fixed at Bind: Linux refuses IPV6_V6ONLY on a
 // bound socket, and SO_REUSEADDR and SO_REUSEPORT set after bind matter
 // only to later binds, which udpdemux does not model.
 //
@@ -43,14 +51,39 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 	if device < 0 || device > math.MaxInt32 {
 		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
 	}
-	if int(old.Device) == device {
-		return nil
+	_, in4 := s.s.First4()
+	if int(old.Device) == device && !in4 {
+		return nil // no 4-tuple to move, and the group stays the same
 	}
 	e := &sock.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
 	e.Device = int32(device)
 	e.Group = nil // replace finds the group of the new device
+	if in4 {
+		w.t.rehash4(e)
+	}
 	w.replace(h, s, old, e)
 	return nil
+}
+
+// rehash4 moves e's socket, which is in the 4-tuple hash, to e's 4-tuple,
+// as the newest there (Linux's udp_lib_rehash on SO_BINDTODEVICE). A
+// connected e takes the 4-tuple precedence for its peer; an unconnected
+// one has none, and the socket keeps its place in the 4-tuple hash all the
+// same, so that a later connect does not take precedence. The caller holds
+// the socket's primary slot lock.
+func (t *Table[V]) rehash4(e *sock.Entry) {
+	sk := e.Sock()
+	f := sock.TupleOf(e)
+	f.Seq = t.seq.Add(1)
+	sk.MoveFirst4(f)
+	if e.Has(sock.Connected) {
+		e.Flags |= sock.Hash4
+		e.Seq = f.Seq
+		sk.HoldFirst4(e)
+		return
+	}
+	e.Flags &^= sock.Hash4
+	e.Seq = sk.BindSeq
 }
 
 // SetDevice binds the socket to interface device after Bind; see

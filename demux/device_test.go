@@ -108,3 +108,81 @@ func groupValues(g demux.Group[string]) []string {
 	}
 	return out
 }
+
+// TestSetDeviceRehash4 checks that SetDevice, like Linux's SO_BINDTODEVICE,
+// rehashes a socket that is in the 4-tuple hash even when the device does
+// not change: its entry moves to its current 4-tuple, as the newest
+// (TestKernelRehash, "setdev: ...", checks the same against the kernel).
+func TestSetDeviceRehash4(t *testing.T) {
+	cases := []struct {
+		name string
+		run  func(t *testing.T, bind func(port uint16, v string) *demux.Socket[string], recv func(port uint16) string)
+	}{
+		{"a connected socket's entry moves to its current peer", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			a := bind(5702, "A")
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			b := bind(5702, "B")
+			require.NoError(t, b.Connect(ap("127.0.0.1:6001"), ad("127.0.0.1")))
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "A", recv(5702), "B's entry is still at its first peer")
+			require.NoError(t, b.SetDevice(0)) // the same device
+			assert.Equal(t, "B", recv(5702), "the rehash moved B's entry to its current peer, as the newest")
+		}},
+		{"the moved entry is newer than every other, whenever the socket was bound", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			b := bind(5706, "B")
+			a := bind(5706, "A")
+			require.NoError(t, b.Connect(ap("127.0.0.1:6001"), ad("127.0.0.1")))
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "A", recv(5706))
+			require.NoError(t, b.SetDevice(0))
+			assert.Equal(t, "B", recv(5706))
+		}},
+		{"a disconnected socket's entry moves to no peer, for good", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			a := bind(5703, "A")
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			b := bind(5703, "B")
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "B", recv(5703))
+			require.NoError(t, b.Disconnect())
+			assert.Equal(t, "A", recv(5703))
+			require.NoError(t, b.SetDevice(0))
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "A", recv(5703), "B's reconnect does not regain the entry it moved away")
+		}},
+		{"without SetDevice a reconnect regains the entry", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			a := bind(5704, "A")
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			b := bind(5704, "B")
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			require.NoError(t, b.Disconnect())
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "B", recv(5704))
+		}},
+		{"a socket never connected has nothing to move", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			a := bind(5705, "A")
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			b := bind(5705, "B")
+			require.NoError(t, b.SetDevice(0))
+			assert.Equal(t, "A", recv(5705))
+		}},
+	}
+	for _, cfg := range discConfigs {
+		for _, c := range cases {
+			t.Run(cfgName(cfg)+"/"+c.name, func(t *testing.T) {
+				tab, err := demux.New[string](cfg)
+				require.NoError(t, err)
+				bind := func(port uint16, v string) *demux.Socket[string] {
+					s, err := tab.Bind(demux.Options{Addr: ad("127.0.0.1"), Port: port, ReuseAddr: true}, v)
+					require.NoError(t, err)
+					return s
+				}
+				recv := func(port uint16) string {
+					return receiver(tab, "127.0.0.1:6000", netip.AddrPortFrom(ad("127.0.0.1"), port).String(), 1)
+				}
+				c.run(t, bind, recv)
+				require.NoError(t, tab.Verify())
+			})
+		}
+	}
+}

@@ -581,10 +581,13 @@ func (m *Model) Disconnect(id int) error {
 
 // SetDevice binds socket id to interface dev (0: none) after bind, as
 // SO_BINDTODEVICE does in Linux 6.18: no conflict check, the socket keeps
-// its place, peer and 4-tuple. An SO_REUSEPORT socket moves to the group of
-// its new device, as the last member (Linux only detaches it; udpdemux
-// keeps every such socket in the group of its key). A closed id is EBADF,
-// a negative dev EINVAL.
+// its place and peer. Linux rehashes the socket even when the device does
+// not change: one in the 4-tuple hash moves there to its current 4-tuple,
+// as the newest (a disconnected one to no peer, which no datagram
+// matches). An SO_REUSEPORT socket moves to the group of its new device,
+// as the last member (Linux only detaches it; udpdemux keeps every such
+// socket in the group of its key: deliberate difference 6). A closed id is
+// EBADF, a negative dev EINVAL.
 func (m *Model) SetDevice(id, dev int) error {
 	_, s := m.find(id)
 	if s == nil {
@@ -593,11 +596,17 @@ func (m *Model) SetDevice(id, dev int) error {
 	if dev < 0 {
 		return errno(syscall.EINVAL, "negative device %d", dev)
 	}
-	if dev == s.device {
+	if dev == s.device && s.hash4 == 0 {
 		return nil
 	}
 	m.leave(s)
 	s.device = dev
+	if s.hash4 != 0 {
+		m.connects++
+		s.hash4 = m.connects
+		s.hash4Local = normalize(netip.AddrPortFrom(s.addr, s.port))
+		s.hash4Remote = normalize(s.remote)
+	}
 	m.join(s)
 	return nil
 }

@@ -256,6 +256,11 @@ func (s *Socket) First4() (Tuple, bool) {
 // socket's primary slot lock.
 func (s *Socket) HoldFirst4(e *Entry) { s.first4, s.first4Own = unsafe.Pointer(e), false }
 
+// MoveFirst4 makes t the socket's place in the 4-tuple hash, as Linux's
+// rehash of a hashed socket does. The caller holds the socket's primary
+// slot lock.
+func (s *Socket) MoveFirst4(t Tuple) { s.first4, s.first4Own = unsafe.Pointer(&t), true }
+
 // ForgetFirst4 drops the first 4-tuple. The caller holds the socket's
 // primary slot lock.
 func (s *Socket) ForgetFirst4() { s.first4, s.first4Own = nil, false }
