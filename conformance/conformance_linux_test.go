@@ -61,7 +61,7 @@ func knob(flagVal, env string) string {
 // purpose: the deliberate differences of DESIGN.md and README that a
 // scenario can show (1 to 4, 6 and 7; 5 needs bind(0), whose port the
 // table and the kernel choose each on its own).
-const deliberate = featDiff1 | featDiff2 | featDiff3 | featDiff4 | featDiff6 | featDiff7
+const deliberate = featDiff1 | featDiff1Peer | featDiff2 | featDiff3 | featDiff4 | featDiff6 | featDiff7
 
 func parseExcuse(s string) (feature, error) {
 	f := deliberate
@@ -78,7 +78,7 @@ func parseExcuse(s string) (feature, error) {
 			}
 		}
 		if !found {
-			return 0, fmt.Errorf("unknown feature %q (want diff1-diff4, diff6, diff7, hash4, placeholder-fallback or connect46)", n)
+			return 0, fmt.Errorf("unknown feature %q (want diff1, diff1-peer, diff2-diff4, diff6, diff7, hash4, placeholder-fallback or connect46)", n)
 		}
 	}
 	return f, nil
@@ -87,10 +87,14 @@ func parseExcuse(s string) (feature, error) {
 // TestKernelConformance runs random scenarios — binds of IPv4 and IPv6
 // sockets with SO_REUSEADDR, SO_REUSEPORT (two owners), IPV6_V6ONLY and
 // SO_BINDTODEVICE, connects (again, too; some through a device without an
-// address of the peer's family, where routing finds no source), closes, and
-// datagrams from fixed peer sockets — on real kernel sockets and on the demux
-// tables of tableConfigs. After each op the bind result (ok or the errno)
-// must match; a connect the kernel accepts, the table must accept, given the
+// address of the peer's family, where routing finds no source),
+// disconnects (of SO_REUSEPORT group members too, each followed by
+// datagrams from addresses other than the old peer's), SO_BINDTODEVICE
+// after connect and after disconnect, closes, and datagrams from fixed peer
+// sockets — on real kernel sockets and on the demux tables of
+// tableConfigs. After each op the bind result (ok or the errno) must match;
+// a disconnect and a SO_BINDTODEVICE the tables must accept, and then
+// report the kernel's local address and peer; a connect the kernel accepts, the table must accept, given the
 // local address getsockname reports (unspecified where the wildcard stays),
 // and then report the kernel's local and remote addresses; a connect the
 // kernel refuses for the addresses' families or for want of a source, the
@@ -174,9 +178,28 @@ func TestKernelConformance(t *testing.T) {
 		})
 	}
 	t.Logf("total: %v", total)
-	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects (%d keep-wildcard connects), %d refused connects (%d without an IPv6 source) and %d datagrams (%d to a socket that kept the wildcard) compared; %s",
+	summary(t, fmt.Sprintf("kernel conformance: %d of %d scenarios run (seeds %d and %d, %s), %d binds, %d connects (%d keep-wildcard connects), %d refused connects (%d without an IPv6 source), %d disconnects (%d of connected SO_REUSEPORT sockets), %d SO_BINDTODEVICE after bind (%d after connect, %d after disconnect) and %d datagrams (%d to a socket that kept the wildcard; to disconnected sockets, not from their old peers %v) compared; deliberate-difference steps %v; %s",
 		total.scenarios, 2*n, fixedSeed, random, mode, total.bindsCompared(), total.connects, total.keepWild,
-		total.connectErrs, total.noSource, total.sends, total.toKeptWild, e.probeNote()+"; "+e.kernelNote()))
+		total.connectErrs, total.noSource, total.disconnects, total.rpDisconnects, total.setdevs, total.setdevConnected, total.setdevDisconnected,
+		total.sends, total.toKeptWild, sortedMap(total.afterDisconnect), sortedMap(total.deliberate), e.probeNote()+"; "+e.kernelNote()))
+	if e.root && n >= coverageScenarios {
+		for _, c := range []struct {
+			what string
+			n    int
+		}{
+			{"disconnects of connected SO_REUSEPORT sockets", total.rpDisconnects},
+			{"SO_BINDTODEVICE after connect", total.setdevConnected},
+			{"SO_BINDTODEVICE after disconnect", total.setdevDisconnected},
+			{"IPv4 datagrams to disconnected IPv4 sockets, not from their old peers", total.afterDisconnect["ipv4/v4"]},
+			{"IPv6 datagrams to disconnected IPv6-only sockets, not from their old peers", total.afterDisconnect["ipv6/v6"]},
+			{"IPv4 datagrams to disconnected dual-stack sockets, not from their old peers", total.afterDisconnect["dual/v4"]},
+			{"IPv6 datagrams to disconnected dual-stack sockets, not from their old peers", total.afterDisconnect["dual/v6"]},
+		} {
+			if c.n == 0 {
+				t.Errorf("%d scenarios per seed compared no %s: the generator must make them", n, c.what)
+			}
+		}
+	}
 	if e.root && n >= coverageScenarios && (total.keepWild == 0 || total.noSource == 0 || total.toKeptWild == 0) {
 		t.Errorf("%d scenarios per seed compared %d keep-wildcard connects, %d connects without an IPv6 source and %d datagrams to a socket that kept the wildcard: "+
 			"each must have come up (connects through a device without an address of the family, nov4 and nov6; setup: %s)",

@@ -39,8 +39,159 @@ func (g *gen) next(r *runner) []op {
 		return g.fill()
 	case w < 52 && g.e.bare4 >= 0:
 		return g.connectBare(open)
+	case w < 56:
+		return g.disconnectOps(open)
+	case w < 59 && g.e.root:
+		return g.setDevOps(open)
+	case w < 61:
+		return g.groupDisconnect()
 	}
 	return []op{g.sendOp(r, open)}
+}
+
+// disconnectOps disconnects a socket, mostly a connected one, and sends it
+// datagrams from addresses other than its old peer's: a disconnected
+// socket takes datagrams from anyone, and an IPv6 one in Linux only from
+// its old peer's address (deliberate difference 7).
+func (g *gen) disconnectOps(open []*rsock) []op {
+	s := open[g.pick(len(open))]
+	var conn []*rsock
+	for _, x := range open {
+		if x.connected {
+			conn = append(conn, x)
+		}
+	}
+	if len(conn) > 0 && g.chance(80) {
+		s = conn[g.pick(len(conn))]
+	}
+	ops := []op{{kind: opDisconnect, id: s.id}}
+	for range 1 + g.pick(2) {
+		if o, ok := g.sendTo(s, s.remote.Addr().Unmap()); ok {
+			ops = append(ops, o)
+		}
+	}
+	return ops
+}
+
+// sendTo makes a datagram to s at the address it has once disconnected
+// (or never connected), from a peer whose address is not avoid.
+func (g *gen) sendTo(s *rsock, avoid netip.Addr) (op, bool) {
+	fam6 := s.spec.addr.Is6() && !s.spec.addr.Is4In6() && (s.v6only || g.chance(50))
+	if fam6 && len(g.e.dst6) == 0 {
+		fam6 = false
+	}
+	if !fam6 && s.v6only {
+		return op{}, false
+	}
+	var dst netip.Addr
+	switch a := s.spec.addr; {
+	case a == any4 || a == any6 || s.local.Addr().Unmap().IsUnspecified():
+		if fam6 {
+			dst = g.weighted(g.e.dst6)
+		} else {
+			dst = g.arrivingOn(0)
+		}
+	case a.Is4In6():
+		dst = s.local.Addr().Unmap() // ::ffff:0.0.0.0 keeps the source a connect gave it
+	default:
+		dst = a
+	}
+	if _, ok := g.e.arrive[dst]; !ok {
+		return op{}, false
+	}
+	var cands []int
+	for i, p := range g.e.peers {
+		if p.addr.Addr().Is6() == dst.Is6() && p.addr.Addr() != avoid {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return op{}, false
+	}
+	return op{kind: opSend, peer: cands[g.pick(len(cands))], dst: netip.AddrPortFrom(dst, s.spec.port)}, true
+}
+
+// setDevOps binds a socket to a device after bind (sometimes the device it
+// has, which Linux rehashes all the same), mostly a connected or a
+// disconnected one, and sends it a datagram from its peer: SO_BINDTODEVICE
+// moves a socket's 4-tuple hash entry to its current 4-tuple.
+func (g *gen) setDevOps(open []*rsock) []op {
+	var pref []*rsock
+	for _, x := range open {
+		if x.connected || x.disconnected {
+			pref = append(pref, x)
+		}
+	}
+	s := open[g.pick(len(open))]
+	if len(pref) > 0 && g.chance(75) {
+		s = pref[g.pick(len(pref))]
+	}
+	dev := s.dev
+	switch w := g.pick(100); {
+	case w < 25:
+		dev = 0
+	case w < 65:
+		dev = g.device(s.spec.addr)
+	}
+	ops := []op{{kind: opSetDev, id: s.id, dev: dev}}
+	peer := -1
+	switch {
+	case s.connected:
+		peer = g.peerIndex(s.remote)
+	case s.disconnected:
+		peer = g.peerIndex(s.oldPeer)
+	}
+	if peer >= 0 && !s.local.Addr().Unmap().IsUnspecified() {
+		dst := netip.AddrPortFrom(s.local.Addr().Unmap(), s.local.Port())
+		if g.e.peers[peer].addr.Addr().Is4() == dst.Addr().Is4() {
+			if _, ok := g.e.arrive[dst.Addr()]; ok {
+				ops = append(ops, op{kind: opSend, peer: peer, dst: dst})
+			}
+		}
+	}
+	return ops
+}
+
+// groupDisconnect binds two or three SO_REUSEPORT sockets with the same
+// options, connects one and disconnects it, then sends datagrams from
+// several peers: Linux leaves the socket out of every group (deliberate
+// difference 6).
+func (g *gen) groupDisconnect() []op {
+	b := bindSpec{port: g.port(), reusePort: true, reuseAddr: g.chance(50), owner: g.e.uid}
+	fam6 := len(g.e.dst6) > 0 && g.chance(40)
+	switch w := g.pick(100); {
+	case w < 50 && fam6:
+		b.addr = any6
+		b.v6only = g.chance(50)
+	case w < 50:
+		b.addr = any4
+	case fam6:
+		b.addr = g.weighted(g.e.dst6)
+	default:
+		b.addr = g.weighted(g.e.bind4[1:])
+	}
+	var ops []op
+	ids := []int{}
+	for range 2 + g.pick(2) {
+		ids = append(ids, g.nextID)
+		ops = append(ops, op{kind: opBind, id: g.nextID, bind: b})
+		g.nextID++
+	}
+	a := ids[g.pick(len(ids))]
+	ops = append(ops, op{kind: opConnect, id: a, peer: g.peerOfFamily(b.addr.Is6() && (b.v6only || !b.addr.IsUnspecified()))},
+		op{kind: opDisconnect, id: a})
+	dst := b.addr
+	if dst.IsUnspecified() {
+		if b.v6only {
+			dst = g.weighted(g.e.dst6)
+		} else {
+			dst = g.arrivingOn(0)
+		}
+	}
+	for range 3 {
+		ops = append(ops, op{kind: opSend, peer: g.peerOfFamily(dst.Is6()), dst: netip.AddrPortFrom(dst, b.port)})
+	}
+	return ops
 }
 
 func (g *gen) port() uint16 {

@@ -35,6 +35,14 @@ const (
 	// the first socket it meets that overlaps, and allows the bind if that
 	// one is a compatible ReusePort socket.
 	featDiff1 feature = 1 << iota
+	// featDiff1Peer (deliberate difference 1, as Linux 6.18.44 narrowed
+	// it): a bind conflict check stops at the first socket it meets that
+	// overlaps and is either incompatible or a socket the new one would
+	// share a group with (SO_REUSEPORT with the same owner, family,
+	// V6Only, address, device and SO_REUSEADDR), and allows the bind in
+	// the second case; other compatible ReusePort sockets no longer stop
+	// it. Found by experiment; with featDiff1 it changes nothing.
+	featDiff1Peer
 	// featDiff2 (deliberate difference 2): a lookup returns the group of
 	// the first ReusePort socket it meets with a better score than those
 	// before, unless that group has had connected members.
@@ -82,7 +90,7 @@ const (
 	// one more. Off, a disconnect forgets the peer in both families.
 	featDiff7
 
-	featAll = featDiff1 | featDiff2 | featDiff3 | featHash4 | featPlaceholderFallback | featDiff4 | featDiff6 | featDiff7
+	featAll = featDiff1 | featDiff1Peer | featDiff2 | featDiff3 | featHash4 | featPlaceholderFallback | featDiff4 | featDiff6 | featDiff7
 
 	// skipConnect46 is not a model feature but a knob for hunting: skip
 	// connects of an IPv6 socket that already has a specific IPv6 local
@@ -93,7 +101,7 @@ const (
 var featureNames = []struct {
 	f    feature
 	name string
-}{{featDiff1, "diff1"}, {featDiff2, "diff2"}, {featDiff3, "diff3"}, {featDiff4, "diff4"}, {featDiff6, "diff6"}, {featDiff7, "diff7"},
+}{{featDiff1, "diff1"}, {featDiff1Peer, "diff1-peer"}, {featDiff2, "diff2"}, {featDiff3, "diff3"}, {featDiff4, "diff4"}, {featDiff6, "diff6"}, {featDiff7, "diff7"},
 	{featHash4, "hash4"}, {featPlaceholderFallback, "placeholder-fallback"}}
 
 func (f feature) String() string {
@@ -304,6 +312,10 @@ func inuse(sk *msock, chain []*msock, f feature) bool {
 		if f&featDiff1 != 0 {
 			return !compatible
 		}
+		if f&featDiff1Peer != 0 && compatible && s2.fam6 == sk.fam6 && s2.v6only == sk.v6only &&
+			s2.dev == sk.dev && s2.reuseAddr == sk.reuseAddr && rcvEqual(sk, s2, false) {
+			return false
+		}
 		if !compatible {
 			return true
 		}
@@ -484,10 +496,11 @@ func (m *model) disconnect(s *msock) {
 // setDevice applies SO_BINDTODEVICE on a bound socket
 // (sock_bindtoindex_locked): the device changes, and the protocol's rehash
 // runs even when it does not. The secondary slot stays (the address is
-// the same), but the rehash detaches the socket from its group and moves
-// its 4-tuple hash entry to its current 4-tuple, as the newest; a socket
-// without a local address would leave the 4-tuple hash, but only sockets
-// with one are in it.
+// the same), but the rehash detaches the socket from its group and, if its
+// current 4-tuple hashes to another slot than its entry's, moves the entry
+// there, as the newest (the model, which knows no slots, moves it when the
+// 4-tuple differs); a socket without a local address would leave the
+// 4-tuple hash, but only sockets with one are in it.
 func (m *model) setDevice(s *msock, dev int) {
 	s.dev = dev
 	m.detach(s)
@@ -495,16 +508,18 @@ func (m *model) setDevice(s *msock, dev int) {
 		return
 	}
 	v4 := !s.fam6 || s.rcv6.Is4In6()
-	s.seq4, s.h4v4 = m.tick(), v4
-	if v4 {
-		s.h4local, s.h4remote = netip.AddrPortFrom(s.rcv4, s.port), netip.AddrPortFrom(s.daddr4, s.dport)
-		return
+	local, remote := netip.AddrPortFrom(s.rcv4, s.port), netip.AddrPortFrom(s.daddr4, s.dport)
+	if !v4 {
+		peer := s.daddr6
+		if s.oldPeer6.IsValid() {
+			peer = s.oldPeer6 // Linux's sk_v6_daddr
+		}
+		local, remote = netip.AddrPortFrom(s.rcv6, s.port), netip.AddrPortFrom(peer, s.dport)
 	}
-	peer := s.daddr6
-	if s.oldPeer6.IsValid() {
-		peer = s.oldPeer6 // Linux's sk_v6_daddr
+	if v4 == s.h4v4 && local == s.h4local && remote == s.h4remote {
+		return // the same 4-tuple hashes to the same slot: udp_rehash4 leaves it
 	}
-	s.h4local, s.h4remote = netip.AddrPortFrom(s.rcv6, s.port), netip.AddrPortFrom(peer, s.dport)
+	s.seq4, s.h4v4, s.h4local, s.h4remote = m.tick(), v4, local, remote
 }
 
 // ruleGroup is udpdemux's SO_REUSEPORT group of s: every unconnected

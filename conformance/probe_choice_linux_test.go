@@ -14,7 +14,7 @@ import (
 // probeEnv is an env with what the probes' steps read, for tests of the
 // model alone.
 func probeEnv() *env {
-	e := &env{ports: []uint16{50000, 50001}, probe: 50999, devs: []device{{"lo", 1}}}
+	e := &env{ports: []uint16{50000, 50001}, probe: 50999, devs: []device{{"lo", 1}, {"veth0", 3}, {"veth1", 2}}}
 	for i := 1; i <= 14; i++ {
 		e.fillers4 = append(e.fillers4, netip.AddrFrom4([4]byte{127, 0, 1, byte(i)}))
 	}
@@ -32,18 +32,19 @@ func TestProbesDecide(t *testing.T) {
 		t.Run(p.f.String(), func(t *testing.T) {
 			seen |= p.f
 			steps := p.steps(e)
-			with, err := modelProbe(steps, featAll)
+			on := featAll &^ p.off
+			with, err := modelProbe(steps, on)
 			require.NoError(t, err)
-			without, err := modelProbe(steps, featAll&^p.f)
+			without, err := modelProbe(steps, on&^p.f)
 			require.NoError(t, err)
 			require.NotEqual(t, with, without, "the probe does not tell %v", p.f)
 			for _, g := range featureNames {
-				if g.f == p.f {
+				if g.f == p.f || g.f&p.off != 0 {
 					continue
 				}
-				w, err := modelProbe(steps, featAll^g.f)
+				w, err := modelProbe(steps, on^g.f)
 				require.NoError(t, err)
-				wo, err := modelProbe(steps, featAll&^p.f^g.f)
+				wo, err := modelProbe(steps, on&^p.f^g.f)
 				require.NoError(t, err)
 				assert.Equal(t, with, w, "with %v: flipping %s changes the answer", p.f, g.name)
 				assert.Equal(t, without, wo, "without %v: flipping %s changes the answer", p.f, g.name)

@@ -28,6 +28,9 @@ type kprobe struct {
 	needs string
 	// steps builds the probe for the ports and devices of env e.
 	steps func(e *env) []pstep
+	// off holds features that the probe is read without: those that
+	// would hide its feature, which earlier probes decide.
+	off feature
 }
 
 // pstep is one step of a probe. The answer of the last step decides.
@@ -72,12 +75,24 @@ func reuseAddrPort(b *bindSpec) { b.reuseAddr, b.reusePort = true, true }
 
 // kprobes are the probes, one per feature the model has.
 var kprobes = []kprobe{
-	{featDiff1, "", func(e *env) []pstep {
+	{f: featDiff1, needs: "", steps: func(e *env) []pstep {
 		// A compatible SO_REUSEPORT socket met before a conflicting one.
 		p, _, _ := probePorts(e)
 		return []pstep{pbind(0, "127.0.0.1", p, nil), pbind(1, "127.0.0.2", p, reusePort), pbind(2, "0.0.0.0", p, reusePort)}
 	}},
-	{featDiff2, "root", func(e *env) []pstep {
+	{f: featDiff1Peer, needs: "root", off: featDiff1, steps: func(e *env) []pstep {
+		// A socket of the group the new one joins, met before a
+		// conflicting one that coexisted with it by its device, until
+		// SO_BINDTODEVICE unbound it.
+		p, _, _ := probePorts(e)
+		d1, d2 := e.devs[1].ifindex, e.devs[2].ifindex
+		return []pstep{
+			pbind(0, "127.0.0.1", p, func(b *bindSpec) { b.reuseAddr, b.dev = true, d1 }),
+			pbind(1, "127.0.0.1", p, func(b *bindSpec) { b.reusePort, b.dev = true, d2 }),
+			{kind: opSetDev, sock: 0},
+			pbind(2, "127.0.0.1", p, func(b *bindSpec) { b.reusePort, b.dev = true, d2 })}
+	}},
+	{f: featDiff2, needs: "root", steps: func(e *env) []pstep {
 		// A SO_REUSEPORT socket met before a better-scoring one.
 		p, _, s := probePorts(e)
 		lo := e.devs[0].ifindex
@@ -86,13 +101,13 @@ var kprobes = []kprobe{
 			pbind(1, "127.0.0.1", p, reuseAddrPort),
 			psend("127.0.0.1", []uint16{s}, "127.0.0.1", p, lo)}
 	}},
-	{featDiff3, "ipv6", func(e *env) []pstep {
+	{f: featDiff3, needs: "ipv6", steps: func(e *env) []pstep {
 		// An IPv6 SO_REUSEPORT socket bound after a plain one.
 		p, _, s := probePorts(e)
 		return []pstep{pbind(0, "::1", p, reuseAddr), pbind(1, "::1", p, reuseAddrPort),
 			psend("::1", []uint16{s}, "::1", p, e.devs[0].ifindex)}
 	}},
-	{featDiff4, "ipv6", func(e *env) []pstep {
+	{f: featDiff4, needs: "ipv6", steps: func(e *env) []pstep {
 		// A bind to the placeholder on a port with more than 10 sockets.
 		p, q, _ := probePorts(e)
 		st := []pstep{pbind(0, "::", p, nil), pconnect(0, "::1", q, "::1")}
@@ -101,20 +116,20 @@ var kprobes = []kprobe{
 		}
 		return append(st, pbind(12, addrPlaceholder, p, nil))
 	}},
-	{featHash4, "", func(e *env) []pstep {
+	{f: featHash4, needs: "", steps: func(e *env) []pstep {
 		// Two sockets connected to one peer: the later connect wins.
 		p, q, _ := probePorts(e)
 		return []pstep{pbind(0, "127.0.0.1", p, reuseAddr), pbind(1, "127.0.0.1", p, reuseAddr),
 			pconnect(1, "127.0.0.1", q, "127.0.0.1"), pconnect(0, "127.0.0.1", q, "127.0.0.1"),
 			psend("127.0.0.1", []uint16{q}, "127.0.0.1", p, e.devs[0].ifindex)}
 	}},
-	{featPlaceholderFallback, "ipv6", func(e *env) []pstep {
+	{f: featPlaceholderFallback, needs: "ipv6", steps: func(e *env) []pstep {
 		// IPv4 to the placeholder of a dual-stack socket connected to IPv6.
 		p, q, _ := probePorts(e)
 		return []pstep{pbind(0, "::", p, nil), pconnect(0, "::1", q, "::1"),
 			psend("127.0.0.1", []uint16{q}, addrPlaceholder, p, e.devs[0].ifindex)}
 	}},
-	{featDiff6, "", func(e *env) []pstep {
+	{f: featDiff6, needs: "", steps: func(e *env) []pstep {
 		// Two wildcard SO_REUSEPORT sockets; one connects, which
 		// rehashes it, and disconnects. Sixteen flows: with a group of
 		// two, some reach each member.
@@ -127,7 +142,7 @@ var kprobes = []kprobe{
 			pconnect(0, "127.0.0.1", q, "127.0.0.1"), {kind: opDisconnect, sock: 0},
 			psend("127.0.0.1", ports, "127.0.0.1", p, e.devs[0].ifindex)}
 	}},
-	{featDiff7, "root", func(e *env) []pstep {
+	{f: featDiff7, needs: "root", steps: func(e *env) []pstep {
 		// IPv6 after a disconnect, from an address other than the old
 		// peer's.
 		p, q, s := probePorts(e)
@@ -295,15 +310,15 @@ func (e *env) probeKernel() error {
 	e.kern = featAll
 	var found, unprobed []string
 	for _, p := range kprobes {
-		if p.needs == "root" && !e.root || p.needs == "ipv6" && len(e.dst6) == 0 {
+		if p.needs == "root" && (!e.root || len(e.devs) < 3) || p.needs == "ipv6" && len(e.dst6) == 0 {
 			unprobed = append(unprobed, p.f.String())
 			continue
 		}
 		steps := p.steps(e)
-		with, err := modelProbe(steps, featAll)
+		with, err := modelProbe(steps, featAll&^p.off)
 		if err == nil {
 			var without, got string
-			without, err = modelProbe(steps, featAll&^p.f)
+			without, err = modelProbe(steps, featAll&^(p.off|p.f))
 			if err == nil {
 				got, err = e.kernelProbe(steps)
 			}

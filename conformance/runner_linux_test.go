@@ -52,6 +52,11 @@ type rsock struct {
 	connected bool
 	remote    netip.AddrPort
 	local     netip.AddrPort // getsockname
+	dev       int            // the device it is bound to now: the bind's, SO_BINDTODEVICE's, 0 after a disconnect
+	// disconnected reports a socket that disconnected and has not
+	// connected since; oldPeer is the peer it had.
+	disconnected bool
+	oldPeer      netip.AddrPort
 }
 
 type failure struct {
@@ -201,6 +206,10 @@ func (r *runner) exec(step int, o op) bool {
 		r.doClose(step, o)
 	case opSend:
 		r.doSend(step, o)
+	case opDisconnect:
+		r.doDisconnect(step, o)
+	case opSetDev:
+		r.doSetDev(step, o)
 	}
 	if r.verifyEach {
 		r.verify(step)

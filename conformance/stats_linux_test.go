@@ -20,8 +20,15 @@ type stats struct {
 	connectErrs              int // refused connects compared with the tables
 	noSource                 int // of them, EADDRNOTAVAIL: no IPv6 source
 	closes                   int
-	sends, delivered, groups int // datagrams; delivered; delivered to a group of 2 or more
-	toKeptWild               int // datagrams delivered to a connected socket that kept the wildcard
+	disconnects              int            // disconnects compared
+	rpDisconnects            int            // of them, of connected SO_REUSEPORT sockets
+	setdevs                  int            // SO_BINDTODEVICE after bind, compared
+	setdevConnected          int            // of them, on connected sockets
+	setdevDisconnected       int            // of them, on disconnected sockets
+	setdevSame               int            // of them, to the device the socket had
+	afterDisconnect          map[string]int // datagrams a disconnected socket could take, not from its old peer: socket kind/family
+	sends, delivered, groups int            // datagrams; delivered; delivered to a group of 2 or more
+	toKeptWild               int            // datagrams delivered to a connected socket that kept the wildcard
 	deliberate               map[string]int
 	matters                  map[string]int // steps whose kernel answer depends on a feature
 	modelMisses              int            // ordinary steps where the model (not the table) was wrong
@@ -31,7 +38,7 @@ type stats struct {
 }
 
 func newStats() *stats {
-	return &stats{binds: map[string]int{}, connectFails: map[string]int{}, deliberate: map[string]int{}, matters: map[string]int{}}
+	return &stats{binds: map[string]int{}, connectFails: map[string]int{}, deliberate: map[string]int{}, matters: map[string]int{}, afterDisconnect: map[string]int{}}
 }
 
 func (s *stats) add(o *stats) {
@@ -43,6 +50,15 @@ func (s *stats) add(o *stats) {
 	s.connectErrs += o.connectErrs
 	s.noSource += o.noSource
 	s.closes += o.closes
+	s.disconnects += o.disconnects
+	s.rpDisconnects += o.rpDisconnects
+	s.setdevs += o.setdevs
+	s.setdevConnected += o.setdevConnected
+	s.setdevDisconnected += o.setdevDisconnected
+	s.setdevSame += o.setdevSame
+	for k, v := range o.afterDisconnect {
+		s.afterDisconnect[k] += v
+	}
 	s.sends += o.sends
 	s.delivered += o.delivered
 	s.groups += o.groups
@@ -70,6 +86,8 @@ func (s *stats) String() string {
 	fmt.Fprintf(&b, "%d scenarios, %d ops: binds %v (plus %d the kernel refused for the environment, not compared); ", s.scenarios, s.ops, sortedMap(s.binds), s.envSkips)
 	fmt.Fprintf(&b, "%d connects (%d keeping the wildcard; kernel refused %v, %d of them compared, %d for want of an IPv6 source); %d closes; %d datagrams, %d delivered, %d to a ReusePort group, %d to a socket that kept the wildcard; ",
 		s.connects, s.keepWild, sortedMap(s.connectFails), s.connectErrs, s.noSource, s.closes, s.sends, s.delivered, s.groups, s.toKeptWild)
+	fmt.Fprintf(&b, "%d disconnects (%d of connected SO_REUSEPORT sockets); %d SO_BINDTODEVICE after bind (%d on connected sockets, %d on disconnected ones, %d to the same device); datagrams a disconnected socket could take, not from its old peer %v; ",
+		s.disconnects, s.rpDisconnects, s.setdevs, s.setdevConnected, s.setdevDisconnected, s.setdevSame, sortedMap(s.afterDisconnect))
 	fmt.Fprintf(&b, "deliberate-difference steps (table checked against udpdemux's rule, kernel against the model) %v; ", sortedMap(s.deliberate))
 	fmt.Fprintf(&b, "steps whose kernel answer depends on each modelled feature %v; ", sortedMap(s.matters))
 	fmt.Fprintf(&b, "%d scenarios with a chain over 10; %d SO_INCOMING_CPU resets; %d ordinary steps where the kernel model was wrong; %d datagrams the kernel delivered by a 4-tuple slot collision (table checked against the model)",

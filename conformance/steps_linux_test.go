@@ -163,7 +163,7 @@ func (r *runner) doBind(step int, o op) {
 	}
 	r.m.insert(ms)
 	v6only := b.v6only || (b.addr.Is6() && b.addr != any6 && !b.addr.Is4In6())
-	r.socks[o.id] = &rsock{id: o.id, spec: b, v6only: v6only, fd: fd, ts: tsocks, ms: ms, local: sockname(fd)}
+	r.socks[o.id] = &rsock{id: o.id, spec: b, v6only: v6only, fd: fd, ts: tsocks, ms: ms, local: sockname(fd), dev: b.dev}
 	if n := len(r.m.primary(b.port, featAll)); n > 10 {
 		r.long = true
 	}
@@ -218,7 +218,85 @@ func (r *runner) doConnect(step int, o op) {
 			return
 		}
 	}
-	s.connected, s.remote, s.local = true, remote, local
+	s.connected, s.remote, s.local, s.disconnected = true, remote, local, false
+}
+
+// doDisconnect disconnects a socket (connect with AF_UNSPEC) on every side.
+// The tables must accept it and then report the kernel's local address and
+// no peer.
+func (r *runner) doDisconnect(step int, o op) {
+	s := r.socks[o.id]
+	if s == nil {
+		r.tracef("disconnect s%d: not open", o.id)
+		return
+	}
+	if err := disconnect(s.fd); err != nil {
+		r.failf(step, "env", "disconnect s%d: %v", o.id, err)
+		return
+	}
+	r.st.disconnects++
+	if s.connected && s.spec.reusePort {
+		r.st.rpDisconnects++
+	}
+	r.m.disconnect(s.ms)
+	local := sockname(s.fd)
+	r.outcome = "local " + local.Addr().String()
+	line := fmt.Sprintf("disconnect s%d (kernel: local %v)", o.id, local)
+	r.tracef("%s", line)
+	for i, t := range r.tables {
+		if err := t.t.Disconnect(s.ts[i]); err != nil {
+			r.failf(step, "disconnect: table error", "%s: table %s: %v", line, t.name, err)
+			return
+		}
+		if l, p := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr(); l != local || p.IsValid() {
+			r.failf(step, "disconnect: table's addresses differ from the kernel's", "%s: table %s: local %v, remote %v", line, t.name, l, p)
+			return
+		}
+	}
+	if s.connected {
+		s.oldPeer = s.remote
+	}
+	s.connected, s.remote, s.local, s.dev, s.disconnected = false, netip.AddrPort{}, local, 0, true
+}
+
+// doSetDev binds a socket to a device after bind (SO_BINDTOIFINDEX; 0
+// unbinds it) on every side. The tables must accept it and keep the
+// socket's addresses.
+func (r *runner) doSetDev(step int, o op) {
+	s := r.socks[o.id]
+	if s == nil {
+		r.tracef("setdev s%d: not open", o.id)
+		return
+	}
+	if err := syscall.SetsockoptInt(s.fd, syscall.SOL_SOCKET, soBindToIfindex, o.dev); err != nil {
+		r.failf(step, "env", "setdev s%d %s: %v", o.id, r.devName(o.dev), err)
+		return
+	}
+	r.st.setdevs++
+	switch {
+	case s.connected:
+		r.st.setdevConnected++
+	case s.disconnected:
+		r.st.setdevDisconnected++
+	}
+	if o.dev == s.dev {
+		r.st.setdevSame++
+	}
+	r.m.setDevice(s.ms, o.dev)
+	r.outcome = "ok"
+	line := fmt.Sprintf("setdev s%d %s", o.id, r.devName(o.dev))
+	r.tracef("%s", line)
+	for i, t := range r.tables {
+		if err := t.t.SetDevice(s.ts[i], o.dev); err != nil {
+			r.failf(step, "setdev: table error", "%s: table %s: %v", line, t.name, err)
+			return
+		}
+		if l, p := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr(); l != s.local || p != s.remote {
+			r.failf(step, "setdev: table's addresses changed", "%s: table %s: local %v, remote %v (kernel %v, %v)", line, t.name, l, p, s.local, s.remote)
+			return
+		}
+	}
+	s.dev = o.dev
 }
 
 // connectFailed asks the tables the connect of s to remote that the kernel
@@ -298,8 +376,8 @@ func (r *runner) tableGroup(id int) []int {
 	}
 	var out []int
 	for _, x := range r.socks {
-		if x.spec.reusePort && !x.connected && x.spec.addr == s.spec.addr && x.spec.port == s.spec.port &&
-			x.spec.dev == s.spec.dev && x.v6only == s.v6only && x.spec.owner == s.spec.owner {
+		if x.spec.reusePort && !x.connected && x.local == s.local && x.spec.addr.Is6() == s.spec.addr.Is6() &&
+			x.dev == s.dev && x.v6only == s.v6only && x.spec.owner == s.spec.owner {
 			out = append(out, x.id)
 		}
 	}
@@ -312,6 +390,7 @@ func (r *runner) doSend(step int, o op) {
 	r.seq++
 	payload := r.seq
 	r.st.sends++
+	r.countAfterDisconnect(p.addr, o.dst)
 	if err := r.e.send(p.fd, o.dst, payload); err != nil {
 		r.failf(step, "env", "send %v -> %v: %v", p.addr, o.dst, err)
 		return
@@ -441,5 +520,29 @@ func (r *runner) doSend(step int, o op) {
 	if !kernelAsModelled {
 		r.failf(step, "send: kernel differs from the model on a deliberate step",
 			"%s: the model predicted kernel %s (deliberate difference %s) but the kernel delivered to %s: the detection is wrong here", line, setName(v.kernel), kind, r.sockName(recv))
+	}
+}
+
+// countAfterDisconnect counts a datagram that a disconnected socket could
+// take, from an address other than its old peer's: by the socket's kind
+// (IPv4, IPv6-only, dual-stack) and the datagram's family.
+func (r *runner) countAfterDisconnect(src, dst netip.AddrPort) {
+	for _, s := range r.socks {
+		if !s.disconnected || s.spec.port != dst.Port() || s.oldPeer.Addr().Unmap() == src.Addr() {
+			continue
+		}
+		kind := "ipv4"
+		switch {
+		case s.spec.addr.Is6() && s.v6only:
+			kind = "ipv6"
+		case s.spec.addr.Is6():
+			kind = "dual"
+		}
+		fam := "/v4"
+		if dst.Addr().Is6() {
+			fam = "/v6"
+		}
+		r.st.afterDisconnect[kind+fam]++
+		return
 	}
 }

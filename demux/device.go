@@ -17,8 +17,8 @@ import (
 //
 // Like the kernel, which rehashes the socket even when the device does not
 // change, SetDevice moves a socket that is in the 4-tuple hash (it once
-// connected with a source address) to its current 4-tuple, as the most
-// recent entry there: a connected socket gains 4-tuple precedence for its
+// connected with a source address) at another 4-tuple than its current one
+// to its current 4-tuple, as the most recent entry there: a connected socket gains 4-tuple precedence for its
 // current peer, over sockets that connected to that peer before; a
 // disconnected one loses it for good, since a later connect does not put
 // a socket already in the 4-tuple hash there again.
@@ -51,26 +51,28 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 	if device < 0 || device > math.MaxInt32 {
 		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
 	}
-	_, in4 := s.s.First4()
-	if int(old.Device) == device && !in4 {
+	f, in4 := s.s.First4()
+	move := in4 && with(sock.TupleOf(old), f.Seq) != f
+	if int(old.Device) == device && !move {
 		return nil // no 4-tuple to move, and the group stays the same
 	}
 	e := &sock.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
 	e.Device = int32(device)
 	e.Group = nil // replace finds the group of the new device
-	if in4 {
+	if move {
 		w.t.rehash4(e)
 	}
 	w.replace(h, s, old, e)
 	return nil
 }
 
-// rehash4 moves e's socket, which is in the 4-tuple hash, to e's 4-tuple,
-// as the newest there (Linux's udp_lib_rehash on SO_BINDTODEVICE). A
-// connected e takes the 4-tuple precedence for its peer; an unconnected
-// one has none, and the socket keeps its place in the 4-tuple hash all the
-// same, so that a later connect does not take precedence. The caller holds
-// the socket's primary slot lock.
+// rehash4 moves e's socket, which is in the 4-tuple hash at another
+// 4-tuple, to e's 4-tuple, as the newest there (Linux's udp_lib_rehash on
+// SO_BINDTODEVICE; a socket whose 4-tuple is unchanged stays in its slot
+// and keeps its order). A connected e takes the 4-tuple precedence for its
+// peer; an unconnected one has none, and the socket keeps its place in the
+// 4-tuple hash all the same, so that a later connect does not take
+// precedence. The caller holds the socket's primary slot lock.
 func (t *Table[V]) rehash4(e *sock.Entry) {
 	sk := e.Sock()
 	f := sock.TupleOf(e)

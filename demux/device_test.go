@@ -159,6 +159,15 @@ func TestSetDeviceRehash4(t *testing.T) {
 			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
 			assert.Equal(t, "B", recv(5704))
 		}},
+		{"an entry already at its current 4-tuple stays where it is", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
+			b := bind(5707, "B")
+			require.NoError(t, b.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			a := bind(5707, "A")
+			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))
+			assert.Equal(t, "A", recv(5707))
+			require.NoError(t, b.SetDevice(0))
+			assert.Equal(t, "A", recv(5707), "Linux moves an entry only to another slot")
+		}},
 		{"a socket never connected has nothing to move", func(t *testing.T, bind func(uint16, string) *demux.Socket[string], recv func(uint16) string) {
 			a := bind(5705, "A")
 			require.NoError(t, a.Connect(ap("127.0.0.1:6000"), ad("127.0.0.1")))

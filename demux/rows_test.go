@@ -40,6 +40,9 @@ type rowSUT interface {
 	bind(o demux.Options) (int, error)
 	connect(id int, remote netip.AddrPort, local netip.Addr) error
 	lookup(src, dst netip.AddrPort, ifindex int) (int, bool)
+	disconnect(id int) error
+	setDevice(id, dev int) error
+	local(id int) netip.AddrPort
 }
 
 type rowTableSUT struct {
@@ -65,9 +68,30 @@ func (s *rowTableSUT) lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	return v, sock != nil
 }
 
+func (s *rowTableSUT) disconnect(id int) error     { return s.tbl.Disconnect(s.socks[id]) }
+func (s *rowTableSUT) setDevice(id, dev int) error { return s.tbl.SetDevice(s.socks[id], dev) }
+func (s *rowTableSUT) local(id int) netip.AddrPort { return s.socks[id].LocalAddr() }
+
 type rowModelSUT struct{ m *model.Model }
 
-func (s rowModelSUT) bind(o demux.Options) (int, error) { return s.m.Bind(o) }
+func (s rowModelSUT) disconnect(id int) error     { return s.m.Disconnect(id) }
+func (s rowModelSUT) setDevice(id, dev int) error { return s.m.SetDevice(id, dev) }
+func (s rowModelSUT) local(id int) netip.AddrPort {
+	for _, x := range s.m.Snapshot() {
+		if x.ID == id {
+			return x.Local
+		}
+	}
+	return netip.AddrPort{}
+}
+
+// bind binds o; port 0 takes 40000, where the table would choose one.
+func (s rowModelSUT) bind(o demux.Options) (int, error) {
+	if o.Port == 0 {
+		return s.m.BindAt(o, 40000)
+	}
+	return s.m.Bind(o)
+}
 func (s rowModelSUT) connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	return s.m.Connect(id, remote, local)
 }
@@ -194,6 +218,21 @@ func (e *rowEnv) spread(st rows.Step) {
 		got[id]++
 	}
 	assert.Len(e.t, got, n, "flows per member: %v", got)
+}
+
+// flowsReach checks that n flows from peer's address to dst reach every
+// socket of ids and no other.
+func (e *rowEnv) flowsReach(peer netip.AddrPort, dst string, n int, ids ...int) {
+	e.t.Helper()
+	got := map[int]int{}
+	for p := range n {
+		src := netip.AddrPortFrom(peer.Addr(), uint16(20000+p))
+		id, ok := e.s.lookup(src, netip.AddrPortFrom(netip.MustParseAddr(dst), rowPort), rowLo)
+		require.True(e.t, ok)
+		require.Contains(e.t, ids, id)
+		got[id]++
+	}
+	assert.Len(e.t, got, len(ids), "flows per socket: %v", got)
 }
 
 // rowTables are the table configurations every row runs under: those of
@@ -342,7 +381,7 @@ func TestKernelRow21Secondary(t *testing.T) {
 	assert.Greater(t, after.Lookups.Secondary, before.Lookups.Secondary, "Hybrid never took the secondary path")
 }
 
-// TestDeliberateDifferences checks the four deliberate differences from
+// TestDeliberateDifferences checks the deliberate differences from
 // Linux (numbered as in DESIGN.md and README), whose kernel answer depends
 // on chain order or on the path: here the rule applies whatever the order
 // and the strategy.
@@ -399,6 +438,61 @@ func TestDeliberateDifferences(t *testing.T) {
 			e.connect(s, rowPeer6, "::1")
 			e.bindErr(rowOpts("127.0.0.6"), syscall.EADDRINUSE)
 		}},
+		{"1: a member of the group the bind joins does not excuse another conflict", func(e *rowEnv) {
+			// Linux 6.18.44 stops at a socket the new one would share a
+			// group with, and here meets it first.
+			a := e.bind(rowOpts("127.0.0.1", rowReuseAddr, rowDevice(2)))
+			e.bind(rowOpts("127.0.0.1", rowReusePort, rowDevice(3)))
+			require.NoError(e.t, e.s.setDevice(a, 0))
+			e.bindErr(rowOpts("127.0.0.1", rowReusePort, rowDevice(3)), syscall.EADDRINUSE)
+		}},
+		{"5: a socket that bind(0) gave its port keeps it on disconnect", func(e *rowEnv) {
+			// Linux unbinds the port, and binds a new one at the next send.
+			o := rowOpts("127.0.0.1")
+			o.Port = 0
+			s := e.bind(o)
+			e.connect(s, rowPeerP, "")
+			port := e.s.local(s).Port()
+			require.NotZero(e.t, port)
+			require.NoError(e.t, e.s.disconnect(s))
+			assert.Equal(e.t, port, e.s.local(s).Port())
+			got, ok := e.s.lookup(rowPeerQ, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), rowLo)
+			assert.True(e.t, ok && got == s, "the disconnected socket receives at its port")
+		}},
+		{"6: a disconnected SO_REUSEPORT socket is in its group again", func(e *rowEnv) {
+			// Linux leaves a socket that its connect detached out of every
+			// group; flows then go to whichever socket a lookup meets first.
+			a := e.bind(rowOpts("0.0.0.0", rowReusePort))
+			b := e.bind(rowOpts("0.0.0.0", rowReusePort))
+			e.connect(a, rowPeerP, "127.0.0.1")
+			require.NoError(e.t, e.s.disconnect(a))
+			e.flowsReach(rowPeerQ, "127.0.0.1", 64, a, b)
+		}},
+		{"6: SO_BINDTODEVICE moves a SO_REUSEPORT socket to the group of its device", func(e *rowEnv) {
+			// Linux detaches it and leaves it in no group.
+			a := e.bind(rowOpts("0.0.0.0", rowReusePort, rowDevice(rowLo)))
+			b := e.bind(rowOpts("0.0.0.0", rowReusePort))
+			require.NoError(e.t, e.s.setDevice(a, 0))
+			e.flowsReach(rowPeerQ, "127.0.0.1", 64, a, b)
+		}},
+		{"7: a disconnected IPv6 socket forgets its peer", func(e *rowEnv) {
+			// Linux keeps an IPv6 socket's peer address after a
+			// disconnect, and its lookups filter on it.
+			s := e.bind(rowOpts("::1"))
+			e.connect(s, rowPeer6, "")
+			require.NoError(e.t, e.s.disconnect(s))
+			e.delivers(netip.MustParseAddrPort("[::2]:5000"), "::1", s)
+			e.delivers(netip.MustParseAddrPort("[::1]:5001"), "::1", s)
+		}},
+		{"7: a disconnected dual-stack socket takes IPv6 after a v4-mapped peer", func(e *rowEnv) {
+			// Linux keeps ::ffff:127.0.0.2 as its IPv6 peer, which no IPv6
+			// datagram comes from.
+			s := e.bind(rowOpts("::"))
+			e.connect(s, netip.AddrPortFrom(netip.MustParseAddr("::ffff:127.0.0.2"), 5000), "::ffff:127.0.0.1")
+			require.NoError(e.t, e.s.disconnect(s))
+			e.delivers(rowPeer6, "::1", s)
+			e.delivers(rowPeerQ, "127.0.0.1", s)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -418,7 +512,11 @@ func TestDeliberateDifferences(t *testing.T) {
 			}
 			t.Run("model", func(t *testing.T) {
 				e := &rowEnv{t: t}
-				e.fresh = func() rowSUT { return rowModelSUT{model.New(model.Config{})} }
+				e.fresh = func() rowSUT {
+					return rowModelSUT{model.New(model.Config{
+						ReusePortIndex: func(src, dst netip.AddrPort, n int) int { return int(src.Port()) % n },
+					})}
+				}
 				e.reset()
 				c.run(e)
 			})

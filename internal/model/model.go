@@ -582,9 +582,9 @@ func (m *Model) Disconnect(id int) error {
 // SetDevice binds socket id to interface dev (0: none) after bind, as
 // SO_BINDTODEVICE does in Linux 6.18: no conflict check, the socket keeps
 // its place and peer. Linux rehashes the socket even when the device does
-// not change: one in the 4-tuple hash moves there to its current 4-tuple,
-// as the newest (a disconnected one to no peer, which no datagram
-// matches). An SO_REUSEPORT socket moves to the group of its new device,
+// not change: one in the 4-tuple hash at another 4-tuple than its current
+// one moves there to its current 4-tuple, as the newest (a disconnected
+// one to no peer, which no datagram matches). An SO_REUSEPORT socket moves to the group of its new device,
 // as the last member (Linux only detaches it; udpdemux keeps every such
 // socket in the group of its key: deliberate difference 6). A closed id is
 // EBADF, a negative dev EINVAL.
@@ -596,12 +596,14 @@ func (m *Model) SetDevice(id, dev int) error {
 	if dev < 0 {
 		return errno(syscall.EINVAL, "negative device %d", dev)
 	}
-	if dev == s.device && s.hash4 == 0 {
+	local, remote := normalize(netip.AddrPortFrom(s.addr, s.port)), normalize(s.remote)
+	move := s.hash4 != 0 && (local != s.hash4Local || remote != s.hash4Remote)
+	if dev == s.device && !move {
 		return nil
 	}
 	m.leave(s)
 	s.device = dev
-	if s.hash4 != 0 {
+	if move {
 		m.connects++
 		s.hash4 = m.connects
 		s.hash4Local = normalize(netip.AddrPortFrom(s.addr, s.port))
