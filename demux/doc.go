@@ -7,18 +7,20 @@
 // Lookup finds the socket that receives a datagram, without locks and
 // without allocating.
 //
-// Inside, a Table keeps two hash tables, as Linux has since 2.6.33: a
-// primary table keyed by port and a secondary table keyed by (address,
-// port). Lookups and explicit-port bind checks use the secondary table when
+// A Table keeps two indexes, as Linux has since 2.6.33: a primary index
+// keyed by port and a secondary index keyed by (address, port), which grow
+// and shrink with the sockets by default (Config.Slots selects Linux's
+// fixed-size hash tables instead). Lookups and explicit-port bind checks use the secondary table when
 // the port's primary chain is long (the hybrid rule), and the primary chain
 // otherwise. Every strategy gives the same answer; only the cost differs.
 //
-// Four details differ from Linux on purpose, so that no answer depends on
-// the order of sockets in a chain or on which path found them (numbered as
-// in README and DESIGN.md):
+// Seven details differ from Linux on purpose, so that no answer depends on
+// the order of sockets in a chain, on which path found them or on a
+// socket's history (numbered as in README and DESIGN.md):
 //
 //  1. A bind conflicts if any socket on the port conflicts; Linux stops at
-//     the first compatible SO_REUSEPORT socket.
+//     the first compatible SO_REUSEPORT socket (a 6.18.44 build only at
+//     one the new socket would share a group with).
 //  2. A lookup returns the best-scoring socket even when an SO_REUSEPORT
 //     socket comes first in the chain.
 //  3. IPv6 SO_REUSEPORT sockets win ties like any other socket (the newest
@@ -26,4 +28,18 @@
 //  4. A bind to 127.0.0.6 always conflicts with a dual-stack socket that
 //     holds that address as its IPv4 placeholder (it connected to an IPv6
 //     peer); Linux misses it when the port has more than 10 sockets.
+//  5. A socket that bind(0) gave its port keeps it on Disconnect; Linux
+//     unbinds it and binds a new one at the next send.
+//  6. An SO_REUSEPORT group is every unconnected SO_REUSEPORT socket with
+//     the same family, address, port, device and owner. Linux takes a
+//     socket out of its group when it connects, disconnects from a
+//     wildcard or changes device, and does not put it back.
+//  7. Disconnect forgets an IPv6 socket's peer; Linux keeps its address,
+//     and accepts IPv6 datagrams from that address alone.
+//
+// # Serving from kernel sockets
+//
+// The table holds no kernel sockets. Package demux/serve runs one on the
+// host's UDP sockets: it reads datagrams from kernel sockets, looks each one
+// up in a Table and hands it to the socket's handler.
 package demux

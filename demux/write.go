@@ -102,14 +102,22 @@ func localOf(e *sock.Entry) ipv6.Local {
 // local, the source address routing chose for remote (the table has no
 // routing table), as its local address, and counts as the most recently
 // bound socket for ties; for a socket bound to a specific address, local
-// must be the zero Addr or that address. When routing finds no source
-// address (a device without an address of the peer's family), pass the
-// unspecified address (0.0.0.0, or "::" for an IPv6 peer): as in Linux, a
-// connect to an IPv4 peer then keeps the wildcard, and the socket receives
-// its peer's datagrams to any address, without the 4-tuple precedence of
-// connected sockets until a connect gives it a source address; a connect
-// to an IPv6 peer fails with EADDRNOTAVAIL. Connecting again changes the
-// peer. Errors wrap syscall.EBADF for a closed socket, and EINVAL,
+// must be the zero Addr or that address.
+//
+// What the caller passes follows what its routing found. A route with a
+// source address: pass that address, even one that belongs to another
+// device than the route's (Linux lends an IPv6 source from any device
+// unless the route's device has use_oif_addrs_only, and an IPv4 one of
+// global scope). A route without a source address (a device without an
+// address of the peer's family, and nothing to lend): pass the unspecified
+// address (0.0.0.0, or "::" for an IPv6 peer); as in Linux, a connect to
+// an IPv4 peer then keeps the wildcard, and the socket receives its
+// peer's datagrams to any address, without the 4-tuple precedence of
+// connected sockets until a connect gives it a source address, and a
+// connect to an IPv6 peer fails with EADDRNOTAVAIL. No route at all:
+// Linux's connect fails with ENETUNREACH before the socket changes, and so
+// does the caller's, without calling Connect, since the table cannot tell
+// that case from the others. Connecting again changes the peer. Errors wrap syscall.EBADF for a closed socket, and EINVAL,
 // EAFNOSUPPORT, ENETUNREACH or EADDRNOTAVAIL as Linux's connect returns
 // them; the table is then unchanged.
 func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {

@@ -17,9 +17,10 @@ const (
 	HasV6                       // the socket answers IPv6 datagrams at V6
 	Is6                         // AF_INET6 socket
 	// Hash4 marks a connected entry that Linux (6.13 onwards) finds
-	// through its 4-tuple hash: one whose 4-tuple is the one the socket
-	// had when it first connected. It beats every other candidate on an
-	// exact 4-tuple match, whatever their scores.
+	// through its 4-tuple hash: one whose 4-tuple is the socket's place
+	// there (that of its first connect with a source address, or the one a
+	// SetDevice moved it to). It beats every other candidate on an exact
+	// 4-tuple match, whatever their scores.
 	Hash4
 )
 
@@ -95,8 +96,9 @@ type Face struct {
 	// the same Ref.
 	Ref Ref
 	// Seq orders entries for ties: larger is more recently bound (or
-	// rehashed by a connect). For a Hash4 entry it is the order of the
-	// socket's first connect instead, which is how Linux orders its 4-tuple
+	// rehashed by a connect). For a Hash4 entry it is the socket's order
+	// in the 4-tuple hash instead (its first connect's, or its last
+	// SetDevice's that moved it), which is how Linux orders its 4-tuple
 	// chains.
 	Seq    uint64
 	Remote Addr16 // when Connected; IPv4 peers in v4-mapped form
@@ -230,17 +232,18 @@ type Socket struct {
 	// BindSeq is the Seq of the socket's last bind or rehash. Guarded by
 	// the socket's primary slot lock.
 	BindSeq uint64
-	// first4 holds the 4-tuple the socket had when it first connected,
-	// where Linux's 4-tuple hash keeps it (a later connect does not move
-	// it): nil until then; while the current entry has that 4-tuple, that
+	// first4 holds the socket's place in Linux's 4-tuple hash: the 4-tuple
+	// of its first connect with a source address (a later connect does not
+	// move it; a SetDevice does, to the socket's 4-tuple then), with its
+	// order there: nil until then; while the current entry has that 4-tuple, that
 	// entry, so that a socket that connects once pays nothing for it; a
 	// Tuple of the socket's own (first4Own) once it has left it. Both
 	// guarded by the socket's primary slot lock.
 	first4 unsafe.Pointer
 }
 
-// First4 returns the 4-tuple the socket had when it first connected, and
-// whether it has one. The caller holds the socket's primary slot lock.
+// First4 returns the socket's place in the 4-tuple hash (the 4-tuple of its
+// first connect, unless MoveFirst4 moved it), and whether it has one. The caller holds the socket's primary slot lock.
 func (s *Socket) First4() (Tuple, bool) {
 	switch {
 	case s.first4 == nil:
