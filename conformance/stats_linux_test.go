@@ -56,9 +56,6 @@ func (s *stats) add(o *stats) {
 	s.setdevConnected += o.setdevConnected
 	s.setdevDisconnected += o.setdevDisconnected
 	s.setdevSame += o.setdevSame
-	for k, v := range o.afterDisconnect {
-		s.afterDisconnect[k] += v
-	}
 	s.sends += o.sends
 	s.delivered += o.delivered
 	s.groups += o.groups
@@ -67,17 +64,13 @@ func (s *stats) add(o *stats) {
 	s.slotCollisions += o.slotCollisions
 	s.cpuResets += o.cpuResets
 	s.longChains += o.longChains
-	for k, v := range o.binds {
-		s.binds[k] += v
-	}
-	for k, v := range o.connectFails {
-		s.connectFails[k] += v
-	}
-	for k, v := range o.deliberate {
-		s.deliberate[k] += v
-	}
-	for k, v := range o.matters {
-		s.matters[k] += v
+	for _, m := range []struct{ to, from map[string]int }{
+		{s.binds, o.binds}, {s.connectFails, o.connectFails}, {s.deliberate, o.deliberate},
+		{s.matters, o.matters}, {s.afterDisconnect, o.afterDisconnect},
+	} {
+		for k, v := range m.from {
+			m.to[k] += v
+		}
 	}
 }
 

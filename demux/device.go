@@ -78,14 +78,7 @@ func (t *Table[V]) rehash4(e *sock.Entry) {
 	f := sock.TupleOf(e)
 	f.Seq = t.seq.Add(1)
 	sk.MoveFirst4(f)
-	if e.Has(sock.Connected) {
-		e.Flags |= sock.Hash4
-		e.Seq = f.Seq
-		sk.HoldFirst4(e)
-		return
-	}
-	e.Flags &^= sock.Hash4
-	e.Seq = sk.BindSeq
+	place4(e, f, true)
 }
 
 // SetDevice binds the socket to interface device after Bind; see

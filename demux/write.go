@@ -197,7 +197,17 @@ func (t *Table[V]) order(e, old *sock.Entry) {
 		f, ok = sock.TupleOf(e), true
 		f.Seq = t.seq.Add(1)
 	}
-	if ok && with(sock.TupleOf(e), f.Seq) == f {
+	place4(e, f, ok)
+}
+
+// place4 sets e's Hash4 flag and order from f, its socket's place in the
+// 4-tuple hash (ok: it has one). A connected e whose 4-tuple is f's has the
+// 4-tuple precedence, in f's order, and holds f; any other e is ordered by
+// its socket's last bind or rehash. The caller holds the socket's primary
+// slot lock.
+func place4(e *sock.Entry, f sock.Tuple, ok bool) {
+	sk := e.Sock()
+	if ok && e.Has(sock.Connected) && with(sock.TupleOf(e), f.Seq) == f {
 		e.Flags |= sock.Hash4
 		e.Seq = f.Seq
 		sk.HoldFirst4(e)
