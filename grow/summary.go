@@ -97,6 +97,48 @@ type keyed[K comparable] struct {
 	common cell // n unused; changes only while ones is empty
 	cells  map[K]cell
 	more   map[K][]class
+	// peak is the most keys m has held since its maps were last made. A
+	// Go map keeps the room of the most keys it held, so a port that
+	// once held many sockets would keep their room for good; m makes its
+	// maps again, at their size, once it holds a quarter of its peak.
+	peak int
+}
+
+// compactMin is the peak below which a summary's maps are kept as they
+// are: small maps are not worth making again.
+const compactMin = 64
+
+// keys returns how many keys m holds.
+func (m *keyed[K]) keys() int { return len(m.ones) + len(m.cells) + len(m.more) }
+
+// fit follows m's size after a change: it raises the peak, or makes the
+// maps again at their size once they hold a quarter of it. Each rebuild
+// copies at most a third of the keys removed since the last, so removals
+// stay O(1) amortized.
+func (m *keyed[K]) fit() {
+	n := m.keys()
+	if n > m.peak {
+		m.peak = n
+		return
+	}
+	if m.peak < compactMin || n > m.peak/4 {
+		return
+	}
+	m.ones, m.cells, m.more = remade(m.ones), remade(m.cells), remade(m.more)
+	m.peak = n
+}
+
+// remade returns a map of src's entries sized for them alone, or nil if
+// src has none.
+func remade[K comparable, V any](src map[K]V) map[K]V {
+	if len(src) == 0 {
+		return nil
+	}
+	out := make(map[K]V, len(src))
+	for k, v := range src {
+		out[k] = v
+	}
+	return out
 }
 
 // cell is a class without the address that its key gives.
@@ -135,6 +177,12 @@ func attrsOf6(k sock.Addr16, c cell) attrs {
 
 // add counts d sockets of attributes a under key k; fold makes a's cell.
 func (m *keyed[K]) add(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
+	m.count(k, a, d, fold)
+	m.fit()
+}
+
+// count is add without fit.
+func (m *keyed[K]) count(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
 	c, ok := fold(a)
 	if _, one := m.ones[k]; one {
 		if d == -1 && ok && same(c, m.common) {

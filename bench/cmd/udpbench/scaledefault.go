@@ -96,6 +96,7 @@ func (r *runner) scaleDefault() {
 		fmtInt(top), rounds(r.c.runs), churnCount.at(r.c.quick), churn)
 	r.printf("Heap per socket (lower is better):\n\n%s\n", heap)
 	r.smallTable()
+	r.shrunkTable(top)
 	r.allocNote(all...)
 	var ss []series
 	for _, tg := range flatTargets {
@@ -126,6 +127,30 @@ func (r *runner) smallTable() {
 	r.printf("A small table: the whole growth of the live heap for %d sockets on one port (lower is better):\n\n%s\n", smallSockets, t)
 }
 
+// shrunkKeep is how many sockets the shrunk table keeps.
+func shrunkKeep(top int) int { return min(1000, top/10) }
+
+// shShrunk names the figures of the shrunk table.
+const shShrunk = "shrunk"
+
+// shrunkTable measures the heap that a default table keeps after it grew
+// to top sockets on one port and closed all but shrunkKeep of them,
+// against a table that only ever held those.
+func (r *runner) shrunkTable(top int) {
+	keep := shrunkKeep(top)
+	shrunk, small, err := suite.ShrinkHeap(top, keep, r.c.seed)
+	if err != nil {
+		r.fail("shrunk table: %v", err)
+		return
+	}
+	r.set(key{scen: scScaleDefault, shape: shShrunk, n: top, target: suite.Default.Name, m: heapBytes}, float64(shrunk))
+	r.set(key{scen: scScaleDefault, shape: shShrunk, n: keep, target: suite.Default.Name, m: heapBytes}, float64(small))
+	t := newTable("table", "heap")
+	t.add(fmt.Sprintf("grew to %s sockets on one port, then closed all but %s", fmtInt(top), fmtInt(keep)), fmtBytes(float64(shrunk)))
+	t.add(fmt.Sprintf("only ever held %s", fmtInt(keep)), fmtBytes(float64(small)))
+	r.printf("A table that shrank: the growth of the live heap of each table, both alive (lower is better):\n\n%s\n", t)
+}
+
 func (r *runner) scaleDefaultGoals() []goal {
 	sizes := scaleDefaultSizes(r.c.quick)
 	top := sizes[len(sizes)-1]
@@ -147,6 +172,9 @@ func (r *runner) scaleDefaultGoals() []goal {
 		heaps = append(heaps, place{shape, r.val(key{scen: scScaleDefault, shape: shape, n: top, target: suite.Default.Name, m: heapBytes})})
 	}
 	small := r.val(key{scen: scScaleDefault, shape: shSamePort, n: smallSockets, target: suite.Default.Name, m: heapBytes})
+	keep := shrunkKeep(top)
+	shrunk := r.val(key{scen: scScaleDefault, shape: shShrunk, n: top, target: suite.Default.Name, m: heapBytes})
+	kept := r.val(key{scen: scScaleDefault, shape: shShrunk, n: keep, target: suite.Default.Name, m: heapBytes})
 	span := fmt.Sprintf("%s to %s sockets", fmtInt(sizes[0]), fmtInt(top))
 	return []goal{
 		limit("Default Config: lookup ≤ 2.5× the map floor, same-port and mixed shapes, "+span, floor, true, 2.5, fmtX),
@@ -155,5 +183,7 @@ func (r *runner) scaleDefaultGoals() []goal {
 		limit(fmt.Sprintf("Default Config: ≤ 256 B of heap per socket at %s sockets, tables included", fmtInt(top)), heaps, true, 256,
 			func(b float64) string { return fmt.Sprintf("%.0f B", b) }),
 		limit(fmt.Sprintf("Default Config: a table of %d sockets takes ≤ 16 KiB in all", smallSockets), []place{{"", small}}, true, 16*1024, fmtBytes),
+		limit(fmt.Sprintf("Default Config: after growing to %s sockets on one port and closing all but %s, the heap is ≤ 2× a table that only ever held %s",
+			fmtInt(top), fmtInt(keep), fmtInt(keep)), []place{{"", shrunk / kept}}, true, 2, fmtX),
 	}
 }
