@@ -31,7 +31,7 @@ type listener[V any] struct {
 // counters are a listener's counts, written by its reader.
 type counters struct {
 	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
-	replies, replyErrors, readErrors                          atomic.Uint64
+	replies, replyErrors, readErrors, unhandled               atomic.Uint64
 	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
 }
 
@@ -44,6 +44,7 @@ func (c *counters) addTo(st *Stats) {
 	st.Replies += c.replies.Load()
 	st.ReplyErrors += c.replyErrors.Load()
 	st.ReadErrors += c.readErrors.Load()
+	st.Unhandled += c.unhandled.Load()
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 
