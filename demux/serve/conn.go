@@ -239,7 +239,23 @@ func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return n, net.UDPAddrFromAddrPort(src), nil
+	return n, udpAddr(src), nil
+}
+
+// udpAddr returns a as a *net.UDPAddr in one allocation, its IP with it,
+// where net.UDPAddrFromAddrPort makes two.
+func udpAddr(a netip.AddrPort) *net.UDPAddr {
+	x := new(struct {
+		a  net.UDPAddr
+		ip [16]byte
+	})
+	x.ip = a.Addr().As16()
+	x.a.IP = x.ip[:]
+	if a.Addr().Is4() {
+		x.a.IP = x.ip[12:]
+	}
+	x.a.Port, x.a.Zone = int(a.Port()), a.Addr().Zone()
+	return &x.a
 }
 
 // ReadFromUDP is ReadFrom with the sender as a *net.UDPAddr.
@@ -248,7 +264,7 @@ func (c *Conn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return n, net.UDPAddrFromAddrPort(src), nil
+	return n, udpAddr(src), nil
 }
 
 // ReadMsgUDPAddrPort reads a datagram into b and its control messages
@@ -278,7 +294,7 @@ func (c *Conn) ReadMsgUDP(b, oob []byte) (n, oobn, flags int, addr *net.UDPAddr,
 	var src netip.AddrPort
 	n, oobn, flags, src, err = c.ReadMsgUDPAddrPort(b, oob)
 	if err == nil {
-		addr = net.UDPAddrFromAddrPort(src)
+		addr = udpAddr(src)
 	}
 	return n, oobn, flags, addr, err
 }
