@@ -50,6 +50,8 @@ type batch[V any] struct {
 	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
 	// datagram, and the slot gets a fresh one.
 	pk []*packet
+	rx  *receiver
+	src []netip.AddrPort // senders of msgs[i]
 
 	// window is how many of msgs the next read offers the kernel.
 	window int
@@ -79,7 +81,7 @@ const (
 	multicast
 )
 
-func newBatch[V any](l *listener[V]) *batch[V] {
+func newBatch[V any](l *listener[V]) (*batch[V], error) {
 	n, size := l.s.opts.Batch, l.s.opts.MaxDatagram
 	var oob int
 	if l.p6 != nil {
@@ -91,7 +93,7 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 	b := &batch[V]{
 		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n), window: n,
 		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
-		ext: make([]extra, n), pk: make([]*packet, n),
+		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n),
 	}
 	for i := range b.msgs {
@@ -116,7 +118,11 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 		b.delivered++
 		return true
 	}
-	return b
+	var err error
+	if b.rx, err = newReceiver(l.conn, n); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // minWindow is the fewest message slots a read offers the kernel.
@@ -133,7 +139,7 @@ const minWindow = 8
 // its CPU profile as handling the datagrams did. A full read doubles the
 // window: a burst gets full-size reads again after a few calls.
 func (b *batch[V]) read() (int, error) {
-	n, err := b.l.readBatch(b.msgs[:b.window])
+	n, err := b.rx.recv(b.msgs[:b.window], b.src)
 	if err == nil {
 		b.window = min(max(2*n, minWindow), len(b.msgs))
 	}
@@ -223,11 +229,10 @@ func (b *batch[V]) parse(i int) kind {
 		l.c.truncated.Add(1)
 		return skip
 	}
-	ua, ok := m.Addr.(*net.UDPAddr)
-	if !ok || !c.ok {
+	src := b.src[i]
+	if !src.IsValid() || !c.ok {
 		return skip
 	}
-	src := ua.AddrPort()
 	if l.p6 == nil {
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	}

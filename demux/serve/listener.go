@@ -78,14 +78,6 @@ func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
 	return l, nil
 }
 
-// readBatch reads up to len(ms) datagrams (recvmmsg).
-func (l *listener[V]) readBatch(ms []ipv4.Message) (int, error) {
-	if l.p6 != nil {
-		return l.p6.ReadBatch(ms, 0)
-	}
-	return l.p4.ReadBatch(ms, 0)
-}
-
 // writeBatch sends the messages (sendmmsg).
 func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
 	if l.p6 != nil {
@@ -120,7 +112,11 @@ func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifind
 func (l *listener[V]) run() {
 	defer l.s.wg.Done()
 	defer l.s.retire(l)
-	b := newBatch(l)
+	b, err := newBatch(l)
+	if err != nil {
+		l.c.readErrors.Add(1)
+		return
+	}
 	for {
 		n, err := b.read()
 		if err != nil {
