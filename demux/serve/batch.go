@@ -49,7 +49,7 @@ type batch[V any] struct {
 	ext  []extra    // what else a Conn gets of msgs[i]
 	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
 	// datagram, and the slot gets a fresh one.
-	pk []*packet
+	pk  []*packet
 	rx  *receiver
 	src []netip.AddrPort // senders of msgs[i]
 
