@@ -109,6 +109,9 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 			b.delivered++
 			return true
 		}
+		if s.Closed() {
+			return true
+		}
 		if b.l.s.h == nil {
 			b.unhandled++
 			return true
@@ -182,6 +185,11 @@ func (b *batch[V]) handle(n int) {
 			if c := l.s.connOf(s); c != nil {
 				b.toConn(c, i)
 				b.delivered++
+				continue
+			}
+			if s.Closed() {
+				// It closed since the lookup: no socket receives it.
+				unmatched++
 				continue
 			}
 			if l.s.h == nil {

@@ -94,6 +94,7 @@ type Conn struct {
 type connSocket interface {
 	localAddr() netip.AddrPort
 	device() int
+	closed() bool // closed in the table, by whatever means
 	// release closes the socket in the table, if it is still open, and
 	// forgets the Conn.
 	release(c *Conn) error
@@ -347,7 +348,9 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
-	if closed {
+	if closed || c.sk.closed() {
+		// A socket closed through the table sends nothing, though the
+		// server may not have ended its Conn yet.
 		return fail(net.ErrClosed)
 	}
 	if passed, _ := c.wdl.check(); passed {

@@ -535,3 +535,63 @@ func TestConnAllocs(t *testing.T) {
 	a = testing.AllocsPerRun(500, func() { round(readFrom) })
 	assert.Equal(t, 1.0, a, "allocations per datagram, ReadFrom")
 }
+
+// TestListenPacketAttach: while datagrams stream to an address, Conns come
+// and go on it through ListenPacket. A datagram that the table gives a
+// new Conn's socket goes to the Conn even in the moment between the bind
+// and the Conn's registration; the handler never sees such a socket
+// (ListenPacket binds with the zero value, "").
+func TestListenPacketAttach(t *testing.T) {
+	var mu sync.Mutex
+	var leaked int
+	srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+		if r.Value == "" {
+			mu.Lock()
+			leaked++
+			mu.Unlock()
+		}
+	}, serve.Options{})
+	require.NoError(t, err)
+	defer srv.Close()
+	var wild *demux.Socket[string]
+	for wild == nil {
+		wild, err = srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("0.0.0.0"), ReuseAddr: true}, "wild")
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			require.NoError(t, err)
+		}
+	}
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), wild.LocalAddr().Port())
+	cl := client(t, "127.0.0.9")
+	stop := make(chan struct{})
+	sent := make(chan int)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				sent <- n
+				return
+			default:
+			}
+			_, _ = cl.WriteToUDPAddrPort([]byte("x"), dst)
+			n++
+		}
+	}()
+	// Hold open the moments between bind and registration, and between
+	// close and forgetting, which are otherwise too short to hit often.
+	serve.SetTestPause(func() { time.Sleep(200 * time.Microsecond) })
+	defer serve.SetTestPause(nil)
+	deadline := time.Now().Add(2 * time.Second)
+	rounds := 0
+	for ; rounds < 300 && time.Now().Before(deadline); rounds++ {
+		c, err := srv.ListenPacket(demux.Options{Addr: dst.Addr(), Port: dst.Port(), ReuseAddr: true})
+		require.NoError(t, err)
+		time.Sleep(100 * time.Microsecond)
+		require.NoError(t, c.Close())
+	}
+	close(stop)
+	t.Logf("%d rounds, %d datagrams", rounds, <-sent)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Zero(t, leaked, "datagrams for a Conn's socket reached the handler")
+}

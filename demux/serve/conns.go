@@ -24,10 +24,11 @@ type conns[V any] struct {
 	// Conn's socket reaches the handler.
 	attaching atomic.Int32
 	mu        sync.Mutex
-	drops     atomic.Uint64 // Stats.ConnDrops
-	pool      sync.Pool     // of *packet
-	watching  bool          // a watcher runs; under mu
-	nudge     chan struct{} // wakes the watcher
+	drops     atomic.Uint64  // Stats.ConnDrops
+	pool      sync.Pool      // of *packet
+	watching  bool           // a watcher runs; under mu
+	nudge     chan struct{}  // wakes the watcher
+	wg        sync.WaitGroup // the watcher
 }
 
 // connOf returns the Conn of s, or nil.
@@ -116,17 +117,25 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 	if ps.v6 != nil {
 		c.k6 = ps.v6.conn
 	}
+	if testPause != nil {
+		testPause()
+	}
 	if _, loaded := s.conns.by.LoadOrStore(sk, c); loaded {
 		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket has a Conn: %w", syscall.EEXIST)}
 	}
 	s.conns.n.Add(1)
 	if !s.conns.watching {
 		s.conns.watching = true
-		s.wg.Add(1)
+		s.conns.wg.Add(1)
 		go s.watch()
 	}
 	return c, nil
 }
+
+// testPause, if set, runs where a Conn is about to be registered and
+// forgotten, so that a test can hold the moments when a reader may find
+// a Conn's socket without the Conn open for longer.
+var testPause func()
 
 // owns reports whether sk is a socket of the server's table.
 func (s *Server[V]) owns(sk *demux.Socket[V]) bool {
@@ -149,7 +158,7 @@ func (s *Server[V]) forget(sk *demux.Socket[V], c *Conn) {
 // tells the server nothing of it: it looks every closePoll, and when a
 // port goes out of use. It ends when the server has no Conns left.
 func (s *Server[V]) watch() {
-	defer s.wg.Done()
+	defer s.conns.wg.Done()
 	t := time.NewTicker(closePoll)
 	defer t.Stop()
 	for {
@@ -202,9 +211,17 @@ func (h *connHome[V]) localAddr() netip.AddrPort { return h.sk.LocalAddr() }
 
 func (h *connHome[V]) device() int { return h.sk.Options().Device }
 
+func (h *connHome[V]) closed() bool { return h.sk.Closed() }
+
+// release closes the socket before it forgets the Conn: a reader that
+// finds the socket without a Conn then sees it closed, and drops the
+// datagram rather than hand it to the handler.
 func (h *connHome[V]) release(c *Conn) error {
-	h.s.forget(h.sk, c)
 	err := h.sk.Close()
+	if testPause != nil {
+		testPause()
+	}
+	h.s.forget(h.sk, c)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}

@@ -60,7 +60,7 @@ type Server[V any] struct {
 	readers map[*listener[V]]struct{}  // listeners whose reader runs
 	retired Stats                      // counts of readers that ended
 	stopped bool
-	wg      sync.WaitGroup // the readers and the Conns' watcher
+	wg      sync.WaitGroup // the readers
 
 	conns conns[V]
 }
@@ -201,10 +201,13 @@ func (s *Server[V]) Stop() error {
 		l.stopping.Store(true)
 		_ = l.conn.SetReadDeadline(time.Unix(1, 0)) // wakes a blocked read
 	}
-	s.conns.mu.Lock() // no Conn is being attached
+	s.wg.Wait()
+	// Only now, so that no reader finds a socket of a Conn that the
+	// server forgot, and hands its datagram to the handler.
+	s.conns.mu.Lock()
 	s.shutConns()
 	s.conns.mu.Unlock()
-	s.wg.Wait()
+	s.conns.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for port, ps := range s.ports {
