@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 
 // tlsConfigs returns a server config with a fresh self-signed
 // certificate and a client config that trusts it.
-func tlsConfigs(t *testing.T) (*tls.Config, *tls.Config) {
+func tlsConfigs(t testing.TB) (*tls.Config, *tls.Config) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
