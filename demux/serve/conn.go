@@ -60,14 +60,13 @@ import (
 // (SO_SNDBUF) is the port's, not the Conn's.
 //
 // Close ends every read and write with an error that wraps
-// net.ErrClosed; so does closing the socket through the table (the Conn
-// notices that within closePoll), and Server.Stop or Server.Close.
+// net.ErrClosed; so does closing the socket through the table (writes
+// fail at once, and blocked reads end at the server's next check, which
+// it makes every closePoll), and Server.Stop or Server.Close.
 type Conn struct {
 	sk    connSocket
-	v6    bool // the socket is IPv6 (its writes may still go to IPv4 peers)
-	dual  bool // IPv6 and not V6Only: IPv4 peers too
-	wild  bool // bound to a wildcard address
-	port  uint16
+	v6    bool         // the socket is IPv6 (its writes may still go to IPv4 peers)
+	dual  bool         // IPv6 and not V6Only: IPv4 peers too
 	k4    *net.UDPConn // the port's kernel sockets, nil if it has none
 	k6    *net.UDPConn
 	pool  *sync.Pool // of *packet, the server's
@@ -120,9 +119,11 @@ const defaultQueue = 212992
 // Conns were closed through the table, which tells it nothing.
 const closePoll = 10 * time.Millisecond
 
-func newConn(sk connSocket, v6, dual, wild bool, port uint16, k4, k6 *net.UDPConn, pool *sync.Pool, drops *atomic.Uint64) *Conn {
+// newConn makes the Conn of sk, an IPv6 socket if v6 (dual-stack if
+// dual), bound to a wildcard address if wild.
+func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync.Pool, drops *atomic.Uint64) *Conn {
 	c := &Conn{
-		sk: sk, v6: v6, dual: dual, wild: wild, port: port, k4: k4, k6: k6, pool: pool, drops: drops,
+		sk: sk, v6: v6, dual: dual, k4: k4, k6: k6, pool: pool, drops: drops,
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
 		q: make([]*packet, 16), limit: defaultQueue,
 	}
@@ -168,13 +169,21 @@ func (c *Conn) wake() {
 	}
 }
 
-// next waits for the next datagram, the read deadline or the close.
+// next waits for the next datagram, the read deadline or the close. As
+// on a kernel socket, a deadline that has passed fails the read even
+// when a datagram is queued, so that a service that stops its reads with
+// a deadline stops at once.
 func (c *Conn) next() (*packet, error) {
 	for {
+		passed, changed := c.rdl.check()
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, net.ErrClosed
+		}
+		if passed {
+			c.mu.Unlock()
+			return nil, os.ErrDeadlineExceeded
 		}
 		if c.n > 0 {
 			p := c.q[c.head]
@@ -193,10 +202,6 @@ func (c *Conn) next() (*packet, error) {
 			return p, nil
 		}
 		c.mu.Unlock()
-		passed, changed := c.rdl.check()
-		if passed {
-			return nil, os.ErrDeadlineExceeded
-		}
 		select {
 		case <-c.notify:
 		case <-c.done:

@@ -196,6 +196,23 @@ func TestConnDeadline(t *testing.T) {
 			assert.Equal(t, 1, n)
 		})
 	}
+	t.Run("queued", func(t *testing.T) {
+		// As on a kernel socket, a passed deadline fails a read even with
+		// a datagram queued; clearing it reads the datagram.
+		cs := newConnServer(t)
+		c := cs.listen(t, "127.0.0.2", 0)
+		cl := client(t, "127.0.0.9")
+		_, err := cl.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), portOf(c)))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return cs.srv.Stats().Delivered == 1 }, 3*time.Second, time.Millisecond)
+		require.NoError(t, c.SetReadDeadline(time.Now()))
+		_, _, err = c.ReadFrom(make([]byte, 10))
+		assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+		require.NoError(t, c.SetReadDeadline(time.Time{}))
+		n, _, err := c.ReadFrom(make([]byte, 10))
+		require.NoError(t, err)
+		assert.Equal(t, 1, n)
+	})
 	t.Run("write", func(t *testing.T) {
 		cs := newConnServer(t)
 		c := cs.listen(t, "127.0.0.2", 0)

@@ -112,7 +112,7 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: ErrStopped}
 	}
 	v6 := !o.Addr.Is4()
-	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(), o.Port,
+	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(),
 		ps.v4.conn, nil, &s.conns.pool, &s.conns.drops)
 	if ps.v6 != nil {
 		c.k6 = ps.v6.conn
