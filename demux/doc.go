@@ -13,12 +13,6 @@
 // the port's primary chain is long (the hybrid rule), and the primary chain
 // otherwise. Every strategy gives the same answer; only the cost differs.
 //
-// The table does no I/O. Package demux/serve serves one from real kernel
-// UDP sockets: it reads the datagrams of every port in use, hands each to
-// the socket that Lookup picks, through a handler or a net.PacketConn per
-// socket (serve.Conn), and sends replies from the address the client
-// wrote to.
-//
 // Four details differ from Linux on purpose, so that no answer depends on
 // the order of sockets in a chain or on which path found them (numbered as
 // in README and DESIGN.md):
