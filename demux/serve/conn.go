@@ -315,7 +315,7 @@ func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
 // WriteTo sends b to addr, a *net.UDPAddr: net.PacketConn's method.
 func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	ua, ok := addr.(*net.UDPAddr)
-	if !ok {
+	if !ok || ua == nil {
 		return 0, c.opError("write", addr, syscall.EINVAL)
 	}
 	n, _, err := c.write(b, nil, ua.AddrPort())

@@ -479,6 +479,9 @@ func TestConnBadInput(t *testing.T) {
 	for name, err := range map[string]error{
 		"not a UDPAddr": func() error { _, err := c.WriteTo(nil, &net.TCPAddr{}); return err }(),
 		"nil UDPAddr":   func() error { _, err := c.WriteToUDP(nil, nil); return err }(),
+		"nil net.Addr":  func() error { _, err := c.WriteTo(nil, nil); return err }(),
+		"typed nil":     func() error { _, err := c.WriteTo(nil, (*net.UDPAddr)(nil)); return err }(),
+		"nil msg addr":  func() error { _, _, err := c.WriteMsgUDP(nil, nil, nil); return err }(),
 		"port 0":        func() error { _, err := c.WriteTo(nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)}); return err }(),
 		"short cmsg":    func() error { _, _, err := c.WriteMsgUDP(nil, []byte{1, 2, 3}, to); return err }(),
 	} {
