@@ -5,8 +5,9 @@
 // value. Replies leave from the address the datagram was sent to.
 //
 // It is a package of its own because it needs golang.org/x/net (for
-// recvmmsg/sendmmsg and the IP_PKTINFO / IPV6_PKTINFO control messages),
-// which the table and its packages must not import: they are pure data
+// sendmmsg, the IP_PKTINFO / IPV6_PKTINFO socket options, and reads
+// outside Linux; on Linux it calls recvmmsg itself) and does I/O, which
+// the table and its packages must not: they are pure data
 // structures, usable in a user-space network stack that has no kernel
 // sockets at all.
 //
