@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/ipv4"
 )
 
 // Conn is a net.PacketConn for one socket of a served table: it reads the
@@ -47,15 +49,21 @@ import (
 // WriteTo answers from the address it was asked on. A control message
 // from WriteMsgUDP chooses the source itself.
 //
+// Batches. ReadBatch reads the datagrams already queued in one call, with
+// x/net's ipv4.Message, the method quic-go looks for to read in batches.
+// There is no WriteBatch: each write is its own send on the kernel
+// socket, with its own source address.
+//
 // What a Conn does not offer: SyscallConn, since the file descriptor
 // that carries its datagrams is the port's kernel socket, which every
 // socket of the table on that port shares, so socket options set on it
 // would change them all (and a RawConn that set them on some other
 // socket would claim effects it does not have, such as the DF bit that
-// quic-go's path MTU discovery relies on). Without it quic-go reads and
-// writes one datagram per call through ReadFrom and WriteTo, and sends
-// neither ECN marks nor segmentation offload; its receive-buffer check
-// uses SetReadBuffer. SetWriteBuffer is not offered either: a write
+// quic-go's path MTU discovery relies on). quic-go takes its fast paths
+// (batched reads, ECN, segmentation offload, path MTU discovery) only on
+// a connection that has SyscallConn; on a Conn it reads and writes one
+// datagram per call through ReadFrom and WriteTo, and its receive-buffer
+// check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
 // goes straight to the shared kernel socket, whose send buffer
 // (SO_SNDBUF) is the port's, not the Conn's.
 //
@@ -186,15 +194,8 @@ func (c *Conn) next() (*packet, error) {
 			return nil, os.ErrDeadlineExceeded
 		}
 		if c.n > 0 {
-			p := c.q[c.head]
-			c.q[c.head] = nil
-			c.head = (c.head + 1) % len(c.q)
-			c.n--
-			c.qbytes -= cap(p.buf)
+			p := c.popLocked()
 			more := c.n > 0
-			if c.peers != nil && !p.mcast {
-				c.peers.learn(p.src, p.dst, p.ifindex)
-			}
 			c.mu.Unlock()
 			if more {
 				c.wake() // for another reader
@@ -208,6 +209,22 @@ func (c *Conn) next() (*packet, error) {
 		case <-changed:
 		}
 	}
+}
+
+// popLocked takes the first queued datagram; c.n must not be 0. It runs
+// under c.mu. A wildcard socket learns where the sender wrote to when
+// the datagram is read, not when it is queued, so that a reply to it
+// leaves from that address even if the peer wrote elsewhere meanwhile.
+func (c *Conn) popLocked() *packet {
+	p := c.q[c.head]
+	c.q[c.head] = nil
+	c.head = (c.head + 1) % len(c.q)
+	c.n--
+	c.qbytes -= cap(p.buf)
+	if c.peers != nil && !p.mcast {
+		c.peers.learn(p.src, p.dst, p.ifindex)
+	}
+	return p
 }
 
 // free returns p to the server's pool.
@@ -303,6 +320,64 @@ func (c *Conn) ReadMsgUDP(b, oob []byte) (n, oobn, flags int, addr *net.UDPAddr,
 		addr = udpAddr(src)
 	}
 	return n, oobn, flags, addr, err
+}
+
+// ReadBatch reads up to len(ms) datagrams into ms, as x/net's
+// ipv4.PacketConn.ReadBatch (recvmmsg) does, and returns how many: it
+// waits for the first, as a read does, and takes the others only if
+// they are queued already. Each message gets its payload (across its
+// Buffers), its control messages (see Conn) in OOB, and its sender as a
+// *net.UDPAddr in Addr; N, NN and Flags as ReadMsgUDP reports them. flags
+// must be 0.
+func (c *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
+	if flags != 0 {
+		return 0, c.opError("read", nil, syscall.EOPNOTSUPP)
+	}
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	p, err := c.next()
+	if err != nil {
+		return 0, c.opError("read", nil, err)
+	}
+	n := 0
+	for p != nil {
+		m := &ms[n]
+		m.N, m.Flags = 0, 0
+		rest := p.buf[:p.n]
+		for _, b := range m.Buffers {
+			k := copy(b, rest)
+			rest = rest[k:]
+			m.N += k
+		}
+		if len(rest) > 0 {
+			m.Flags |= msgTrunc
+		}
+		var trunc bool
+		m.NN, trunc = c.appendControl(m.OOB[:0], p)
+		if trunc {
+			m.Flags |= msgCtrunc
+		}
+		m.Addr = udpAddr(c.peerForm(p.src))
+		c.free(p)
+		n++
+		if n == len(ms) {
+			break
+		}
+		p = c.poll()
+	}
+	return n, nil
+}
+
+// poll returns the next queued datagram, or nil if none is queued or the
+// Conn is closed.
+func (c *Conn) poll() *packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.n == 0 {
+		return nil
+	}
+	return c.popLocked()
 }
 
 // WriteToUDPAddrPort sends b to addr, as net.UDPConn's method does, from

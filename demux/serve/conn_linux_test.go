@@ -615,3 +615,41 @@ func TestListenPacketAttach(t *testing.T) {
 	defer mu.Unlock()
 	assert.Zero(t, leaked, "datagrams for a Conn's socket reached the handler")
 }
+
+// TestConnReadBatch: ReadBatch waits for one datagram and takes those
+// queued behind it, each with its payload spread over its buffers, its
+// control messages and its sender, in order; a short buffer truncates.
+func TestConnReadBatch(t *testing.T) {
+	cs := newConnServer(t)
+	c := cs.listen(t, "127.0.0.2", 0)
+	cl := client(t, "127.0.0.9")
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), portOf(c))
+	for _, p := range []string{"one", "two", "three!"} {
+		_, err := cl.WriteToUDPAddrPort([]byte(p), dst)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return cs.srv.Stats().Delivered == 3 }, 3*time.Second, time.Millisecond)
+	ms := make([]ipv4.Message, 4)
+	for i := range ms {
+		ms[i].Buffers = [][]byte{make([]byte, 2), make([]byte, 3)}
+		ms[i].OOB = make([]byte, 128)
+	}
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
+	n, err := c.ReadBatch(ms, 0)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	for i, want := range []string{"one", "two", "three"} {
+		m := ms[i]
+		assert.Equal(t, want, string(append(m.Buffers[0][:min(m.N, 2)], m.Buffers[1][:max(m.N-2, 0)]...)))
+		assert.Equal(t, cl.LocalAddr().(*net.UDPAddr).AddrPort(), m.Addr.(*net.UDPAddr).AddrPort())
+		var cm ipv4.ControlMessage
+		require.NoError(t, cm.Parse(m.OOB[:m.NN]))
+		assert.Equal(t, "127.0.0.2", cm.Dst.String())
+		assert.Equal(t, i == 2, m.Flags&syscall.MSG_TRUNC != 0, "truncated %d", i)
+	}
+	_, err = c.ReadBatch(ms, syscall.MSG_DONTWAIT)
+	assert.ErrorIs(t, err, syscall.EOPNOTSUPP)
+	require.NoError(t, c.SetReadDeadline(time.Now()))
+	_, err = c.ReadBatch(ms, 0)
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+}
