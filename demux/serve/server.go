@@ -239,11 +239,13 @@ type Stats struct {
 	Ports int
 	// Received counts datagrams read from the kernel sockets.
 	Received uint64
-	// Delivered counts handler calls (a multicast datagram makes one per
-	// receiving socket).
+	// Delivered counts handler calls and datagrams handed to Conns (a
+	// multicast datagram makes one per receiving socket).
 	Delivered uint64
-	// Unmatched counts unicast datagrams that no socket receives. Linux
-	// would send an ICMP port unreachable for each; the server sends none.
+	// Unmatched counts unicast datagrams that no socket receives (those
+	// for a socket that closed between the lookup and the delivery
+	// included). Linux would send an ICMP port unreachable for each; the
+	// server sends none.
 	Unmatched uint64
 	// UnmatchedMulticast counts multicast and broadcast datagrams that no
 	// socket receives (Linux drops them silently too).
