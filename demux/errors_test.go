@@ -2,6 +2,7 @@ package demux_test
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -44,4 +45,30 @@ func TestErrorPrefix(t *testing.T) {
 			assert.False(t, strings.HasPrefix(strings.TrimPrefix(msg, "udpdemux: "), p), msg)
 		}
 	}
+}
+
+// TestClosedErrors: every operation on a closed socket fails with an error
+// that matches both EBADF (Linux's errno) and net.ErrClosed (what Go code
+// serving a net.PacketConn stops at); a socket of another table is EBADF
+// only, since it is not closed.
+func TestClosedErrors(t *testing.T) {
+	tab, err := demux.New[int](demux.Config{})
+	require.NoError(t, err)
+	s, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.1"), Port: 53}, 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	for name, err := range map[string]error{
+		"close":      s.Close(),
+		"connect":    s.Connect(netip.MustParseAddrPort("127.0.0.2:5"), netip.Addr{}),
+		"disconnect": s.Disconnect(),
+		"setdevice":  s.SetDevice(1),
+	} {
+		assert.ErrorIs(t, err, syscall.EBADF, name)
+		assert.ErrorIs(t, err, net.ErrClosed, name)
+	}
+	other, err := demux.New[int](demux.Config{})
+	require.NoError(t, err)
+	err = other.Close(s)
+	assert.ErrorIs(t, err, syscall.EBADF)
+	assert.NotErrorIs(t, err, net.ErrClosed)
 }

@@ -110,9 +110,9 @@ func ExampleGroup_SetSelector() {
 	}
 	g, _ := workers[0].Group()
 	fmt.Println("members:", g.Members().Len())
-	// Steer by something in the datagram (a QUIC server would read the
-	// connection ID): here the source port picks the worker; port 0
-	// declines, and the flow hash picks.
+	// Steer by the datagram's addressing: here the source port picks the
+	// worker; port 0 declines, and the flow hash picks.
+	// (ExampleTable_LookupDatagram steers by the payload.)
 	g.SetSelector(func(d demux.Datagram, hash uint32, m demux.Members[string]) int {
 		if d.Src.Port() == 0 {
 			return -1

@@ -28,22 +28,49 @@ func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) 
 			var zero V
 			return nil, zero
 		}
-		switch {
-		case t.g != nil:
-			// The growing tables follow the strategy themselves, and try
-			// the 127.0.0.6 fallback on the port record they hold.
-			r, p = t.g.Lookup(&q)
-		case t.strategy == OnePhase:
-			r, p = t.tabs.OnePhase(&q), lookup.Primary
-		case t.strategy == TwoPhase:
-			r, p = t.tabs.TwoPhase(&q), lookup.Secondary
-		default:
-			r, p = t.tabs.Hybrid(&q)
-		}
-		if r == nil && t.g == nil && lookup.ToPlaceholder(&q) {
-			r = t.tabs.PlaceholderFallback(&q)
-		}
+		r, p = t.search(&q)
 	}
+	return t.found(r, p)
+}
+
+// LookupDatagram is Lookup for the datagram d, whose payload, if d.Payload
+// is not nil, the selector of an SO_REUSEPORT group that d reaches sees
+// (see Selector). It takes no lock and does not allocate.
+func (t *Table[V]) LookupDatagram(d Datagram) (*Socket[V], V) {
+	if d.Payload == nil {
+		return t.Lookup(d.Src, d.Dst, d.Ifindex)
+	}
+	var q lookup.Query
+	if !q.Init(d.Src, d.Dst, d.Ifindex) {
+		var zero V
+		return nil, zero
+	}
+	q.Payload = d.Payload
+	return t.found(t.search(&q))
+}
+
+// search finds the Ref that receives q, by the general search.
+func (t *Table[V]) search(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
+	switch {
+	case t.g != nil:
+		// The growing tables follow the strategy themselves, and try
+		// the 127.0.0.6 fallback on the port record they hold.
+		r, p = t.g.Lookup(q)
+	case t.strategy == OnePhase:
+		r, p = t.tabs.OnePhase(q), lookup.Primary
+	case t.strategy == TwoPhase:
+		r, p = t.tabs.TwoPhase(q), lookup.Secondary
+	default:
+		r, p = t.tabs.Hybrid(q)
+	}
+	if r == nil && t.g == nil && lookup.ToPlaceholder(q) {
+		r = t.tabs.PlaceholderFallback(q)
+	}
+	return r, p
+}
+
+// found returns the socket and value of r, a lookup's answer by path p.
+func (t *Table[V]) found(r *sock.Ref, p lookup.Path) (*Socket[V], V) {
 	if t.count {
 		t.stats.lookup(p)
 	}
@@ -98,10 +125,15 @@ func handle[V any](s *sock.Socket) *Socket[V] {
 	return (*Socket[V])(unsafe.Pointer(s))
 }
 
-// Datagram is the addressing of one received datagram, for LookupBatch.
+// Datagram is the addressing of one received datagram, for LookupBatch
+// and LookupDatagram, and its payload if the caller has it.
 type Datagram struct {
 	Src, Dst netip.AddrPort
 	Ifindex  int // the arrival interface, as for Lookup
+	// Payload, if not nil, is what the selector of an SO_REUSEPORT group
+	// sees as the datagram's payload (see Selector). The lookup neither
+	// keeps nor modifies it.
+	Payload []byte
 }
 
 // LookupBatch looks up a batch of unicast datagrams, as recvmmsg returns
@@ -109,19 +141,20 @@ type Datagram struct {
 // first min(len(ds), len(out)) datagrams and returns that count. The
 // answers are those of Lookup, one datagram at a time; with the growing
 // tables (the default) it works in stages over up to 64 datagrams at once,
-// so that their cache misses overlap. It takes no lock and does not
+// so that their cache misses overlap. A datagram's Payload reaches the
+// selectors as with LookupDatagram. It takes no lock and does not
 // allocate.
 func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 	n := min(len(ds), len(out))
 	if t.g == nil || t.count {
 		for i := range n {
-			out[i], _ = t.Lookup(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
+			out[i], _ = t.LookupDatagram(ds[i])
 		}
 		return n
 	}
 	for done := 0; done < n; {
 		m := min(n-done, grow.BatchMax)
-		if !t.batch4(ds[done:done+m], out[done:done+m]) {
+		if hasPayload(ds[done:done+m]) || !t.batch4(ds[done:done+m], out[done:done+m]) {
 			t.batch(ds[done:done+m], out[done:done+m])
 		}
 		done += m
@@ -151,6 +184,18 @@ func (t *Table[V]) batch4(ds []Datagram, out []*Socket[V]) bool {
 	return true
 }
 
+// hasPayload reports whether a datagram of ds carries its payload, which
+// only the general batch path hands to selectors: Tuple4 has no room for
+// it.
+func hasPayload(ds []Datagram) bool {
+	for i := range ds {
+		if ds[i].Payload != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // batch looks up ds, at most grow.BatchMax datagrams of any family, into
 // out.
 func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
@@ -161,6 +206,7 @@ func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 	)
 	for i := range ds {
 		ok[i] = qs[i].Init(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
+		qs[i].Payload = ds[i].Payload
 	}
 	t.g.LookupBatch(qs[:len(ds)], ok[:len(ds)], rs[:len(ds)])
 	handles(rs[:len(ds)], out)

@@ -84,6 +84,7 @@ func (g Group[V]) SetSelector(sel Selector[V]) {
 			Src:     netip.AddrPortFrom(f.Src.Addr(f.Is4), f.SrcPort),
 			Dst:     netip.AddrPortFrom(f.Dst.Addr(f.Is4), f.DstPort),
 			Ifindex: int(f.Ifindex),
+			Payload: f.Payload,
 		}
 		return sel(d, f.Hash, Members[V]{v: m})
 	})
@@ -93,7 +94,11 @@ func (g Group[V]) SetSelector(sel Selector[V]) {
 // d: it returns an index in members, or declines with any index outside
 // [0, members.Len()) (say -1), and then the flow hash picks. hash is d's
 // flow hash, the one the default choice uses. An IPv4 datagram's addresses
-// are in 4-byte form.
+// are in 4-byte form. d.Payload is the datagram's payload when the lookup
+// was given it (LookupDatagram, LookupBatch), as an eBPF reuseport program
+// sees the packet, so that a selector can steer by what the datagram
+// says, such as a QUIC connection ID; it is nil from Lookup and Pick. A
+// selector must not modify or keep it.
 type Selector[V any] func(d Datagram, hash uint32, members Members[V]) int
 
 // Members is a read-only view of a group's members. The one a Selector

@@ -1,7 +1,9 @@
 package demux_test
 
 import (
+	"fmt"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -265,5 +267,56 @@ func steerAllocs(t *testing.T, cfg demux.Config) {
 			i++
 		})
 		assert.Zero(t, allocs)
+	}
+}
+
+// TestSelectorPayload: a selector sees the payload that LookupDatagram and
+// LookupBatch are given (in every storage, and with path counting, which
+// takes LookupBatch off its staged path), and nil from Lookup; a batch
+// whose datagrams are all IPv4 carries it too.
+func TestSelectorPayload(t *testing.T) {
+	for _, cfg := range []demux.Config{{}, {Slots: 256}, {CountPaths: true}} {
+		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
+			for _, addr := range []string{"0.0.0.0", "::"} {
+				tab, err := demux.New[int](cfg)
+				require.NoError(t, err)
+				var g demux.Group[int]
+				for i := range 4 {
+					s, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr(addr), Port: 443, ReusePort: true}, i)
+					require.NoError(t, err)
+					g, _ = s.Group()
+				}
+				var seen atomic.Pointer[[]byte]
+				g.SetSelector(func(d demux.Datagram, _ uint32, m demux.Members[int]) int {
+					seen.Store(&d.Payload)
+					if len(d.Payload) == 0 {
+						return -1
+					}
+					return int(d.Payload[0]) % m.Len()
+				})
+				src, dst := netip.MustParseAddrPort("127.0.0.9:999"), netip.MustParseAddrPort("127.0.0.1:443")
+				if addr == "::" {
+					src, dst = netip.MustParseAddrPort("[::9]:999"), netip.MustParseAddrPort("[::1]:443")
+				}
+				for w := range 4 {
+					p := []byte{byte(w), 0xff}
+					_, v := tab.LookupDatagram(demux.Datagram{Src: src, Dst: dst, Payload: p})
+					assert.Equal(t, w, v, "LookupDatagram")
+					assert.Equal(t, p, *seen.Load())
+					ds := make([]demux.Datagram, 5)
+					for i := range ds {
+						ds[i] = demux.Datagram{Src: src, Dst: dst, Payload: []byte{byte(w + i)}}
+					}
+					out := make([]*demux.Socket[int], len(ds))
+					require.Equal(t, len(ds), tab.LookupBatch(ds, out))
+					for i, s := range out {
+						require.NotNil(t, s)
+						assert.Equal(t, (w+i)%4, s.Value(), "LookupBatch %d", i)
+					}
+				}
+				tab.Lookup(src, dst, 0)
+				assert.Nil(t, *seen.Load(), "Lookup has no payload")
+			}
+		})
 	}
 }

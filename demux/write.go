@@ -3,6 +3,7 @@ package demux
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"syscall"
 
@@ -233,19 +234,24 @@ func (t *Table[V]) owns(s *Socket[V], op string) error {
 
 var errForeign = fmt.Errorf("socket of another table: %w", syscall.EBADF)
 
+// errClosed is the error of an operation on a closed socket: EBADF, as
+// Linux's system calls return it, and net.ErrClosed, which Go code that
+// serves a net.PacketConn checks for to end its loops.
+var errClosed = fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed)
+
 // lockOpen locks the port of s, a socket of the table, and returns the
 // handle and s's current entry, or an EBADF error for op if s is closed
 // (the port locked all the same: the caller unlocks h in both cases).
 func (w *writes[V, P, E]) lockOpen(s *Socket[V], op string) (h P, cur *sock.Entry, err error) {
 	h = w.e.LockPort(s.s.Cur.Load().Port) // every entry of s has its port
 	if s.s.Closed.Load() {
-		return h, nil, s.opError(op, syscall.EBADF)
+		return h, nil, s.opError(op, errClosed)
 	}
 	return h, s.s.Cur.Load(), nil
 }
 
 // Close unbinds s. Closing a closed socket fails with an error wrapping
-// syscall.EBADF.
+// syscall.EBADF and net.ErrClosed.
 func (t *Table[V]) Close(s *Socket[V]) error {
 	if err := t.owns(s, "close"); err != nil {
 		return err

@@ -52,7 +52,7 @@ func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 // the lookup to the heap.
 func (q *Query) Flow(hash uint32) sock.Flow {
 	return sock.Flow{Src: q.Src, Dst: q.Dst, SrcPort: q.SrcPort, DstPort: q.DstPort,
-		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash}
+		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash, Payload: q.Payload}
 }
 
 // ReusePort returns what receives q when e wins: e's Ref, or, if e is

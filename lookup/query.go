@@ -15,6 +15,9 @@ type Query struct {
 	SrcPort uint16
 	DstPort uint16
 	Ifindex int32
+	// Payload is the datagram's payload, for a group's selector; nil
+	// when the caller has none. Init leaves it as it is.
+	Payload []byte
 	// picked is the Ref of the SO_REUSEPORT member a lookup of q chose,
 	// copied out of its group's array (see ReusePort).
 	picked sock.Ref

@@ -45,18 +45,32 @@ type batch[V any] struct {
 	ds   []datagram // the unicast datagrams of msgs, in order
 	out  []*demux.Socket[V]
 	kind []kind
-	addr []datagram // addressing of msgs[i]
+	addr []datagram // addressing of msgs[i], with its payload
+	ext  []extra    // what else a Conn gets of msgs[i]
+	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
+	// datagram, and the slot gets a fresh one.
+	pk  []*packet
+	rx  *receiver
+	src []netip.AddrPort // senders of msgs[i]
 
 	// window is how many of msgs the next read offers the kernel.
 	window int
 
 	req       Request[V]
 	deliver   func(*demux.Socket[V], V) bool // LookupMulticast's callback
-	delivered uint64                         // handler calls in this batch
+	delivered uint64                         // handler calls and Conn deliveries in this batch
+	unhandled uint64
+	cur       int // the message LookupMulticast's callback delivers
 
 	replies []ipv4.Message
 	rbufs   [][]byte
 	nreply  int
+}
+
+// extra is what a datagram's control messages say beyond its addressing.
+type extra struct {
+	specDst netip.Addr
+	tos     uint8
 }
 
 type kind uint8
@@ -67,7 +81,7 @@ const (
 	multicast
 )
 
-func newBatch[V any](l *listener[V]) *batch[V] {
+func newBatch[V any](l *listener[V]) (*batch[V], error) {
 	n, size := l.s.opts.Batch, l.s.opts.MaxDatagram
 	var oob int
 	if l.p6 != nil {
@@ -79,21 +93,39 @@ func newBatch[V any](l *listener[V]) *batch[V] {
 	b := &batch[V]{
 		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n), window: n,
 		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
+		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n),
 	}
 	for i := range b.msgs {
-		b.msgs[i].Buffers = [][]byte{make([]byte, size)}
+		b.pk[i] = &packet{buf: make([]byte, size)}
+		b.msgs[i].Buffers = [][]byte{b.pk[i].buf}
 		b.msgs[i].OOB = make([]byte, oob)
 		b.rbufs[i] = make([]byte, 0, size)
 	}
 	b.req.b = b
 	b.deliver = func(s *demux.Socket[V], v V) bool {
+		if c := b.l.s.connOf(s); c != nil {
+			b.copyToConn(c, b.cur)
+			b.delivered++
+			return true
+		}
+		if s.Closed() {
+			return true
+		}
+		if b.l.s.h == nil {
+			b.unhandled++
+			return true
+		}
 		b.req.Socket, b.req.Value = s, v
 		b.l.s.h(&b.req)
 		b.delivered++
 		return true
 	}
-	return b
+	var err error
+	if b.rx, err = newReceiver(l.conn, n); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // minWindow is the fewest message slots a read offers the kernel.
@@ -110,7 +142,7 @@ const minWindow = 8
 // its CPU profile as handling the datagrams did. A full read doubles the
 // window: a burst gets full-size reads again after a few calls.
 func (b *batch[V]) read() (int, error) {
-	n, err := b.l.readBatch(b.msgs[:b.window])
+	n, err := b.rx.recv(b.msgs[:b.window], b.src)
 	if err == nil {
 		b.window = min(max(2*n, minWindow), len(b.msgs))
 	}
@@ -132,7 +164,7 @@ func (b *batch[V]) handle(n int) {
 	if len(b.ds) > 0 {
 		lookupBatch(l.s.t, b.ds, b.out)
 	}
-	b.delivered = 0
+	b.delivered, b.unhandled = 0, 0
 	var unmatched, unmatchedMulti uint64
 	j := 0
 	for i := range n {
@@ -140,6 +172,7 @@ func (b *batch[V]) handle(n int) {
 		r := &b.req
 		r.Payload = m.Buffers[0][:m.N]
 		r.Src, r.Dst, r.Ifindex = b.addr[i].Src, b.addr[i].Dst, b.addr[i].Ifindex
+		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
 			s := b.out[j]
@@ -149,20 +182,38 @@ func (b *batch[V]) handle(n int) {
 				unmatched++
 				continue
 			}
+			if c := l.s.connOf(s); c != nil {
+				b.toConn(c, i)
+				b.delivered++
+				continue
+			}
+			if s.Closed() {
+				// It closed since the lookup: no socket receives it.
+				unmatched++
+				continue
+			}
+			if l.s.h == nil {
+				b.unhandled++
+				continue
+			}
 			r.Multicast = false
 			r.Socket, r.Value = s, s.Value()
 			l.s.h(r)
 			b.delivered++
 		case multicast:
 			r.Multicast = true
-			before := b.delivered
+			before := b.delivered + b.unhandled
+			b.cur = i
 			l.s.t.LookupMulticast(r.Src, r.Dst, r.Ifindex, b.deliver)
-			if b.delivered == before {
+			if b.delivered+b.unhandled == before {
 				unmatchedMulti++
 			}
 		}
 	}
 	b.req.Socket, b.req.Payload = nil, nil
+	if b.unhandled != 0 {
+		l.c.unhandled.Add(b.unhandled)
+	}
 	// The counts of a batch are added with one atomic add each, not one
 	// per datagram, and before its replies leave, so that a client that
 	// has its reply finds its datagram counted.
@@ -186,19 +237,48 @@ func (b *batch[V]) parse(i int) kind {
 		l.c.truncated.Add(1)
 		return skip
 	}
-	ua, ok := m.Addr.(*net.UDPAddr)
-	if !ok || !c.ok {
+	src := b.src[i]
+	if !src.IsValid() || !c.ok {
 		return skip
 	}
-	src := ua.AddrPort()
 	if l.p6 == nil {
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	}
-	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex}
+	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
+	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
 		return multicast
 	}
 	return unicast
+}
+
+// fill sets p's datagram to that of msgs[i].
+func (b *batch[V]) fill(p *packet, i int) {
+	a := &b.addr[i]
+	p.n, p.src, p.dst, p.ifindex = b.msgs[i].N, a.Src, a.Dst.Addr(), a.Ifindex
+	p.specDst, p.tos, p.mcast = b.ext[i].specDst, b.ext[i].tos, b.kind[i] == multicast
+}
+
+// toConn hands msgs[i]'s buffer to c's queue, and gives the slot a fresh
+// buffer for the next read, so that the datagram is not copied here.
+func (b *batch[V]) toConn(c *Conn, i int) {
+	p := b.pk[i]
+	b.fill(p, i)
+	if c.push(p) {
+		b.pk[i] = b.l.s.getPacket()
+		b.msgs[i].Buffers[0] = b.pk[i].buf
+	}
+}
+
+// copyToConn queues a copy of msgs[i] for c: a multicast datagram may
+// have several receivers.
+func (b *batch[V]) copyToConn(c *Conn, i int) {
+	p := b.l.s.getPacket()
+	b.fill(p, i)
+	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
+	if !c.push(p) {
+		c.free(p)
+	}
 }
 
 // queue copies p into the batch's replies to r.Src.

@@ -13,6 +13,7 @@ type control struct {
 	// Linux, whose IP_RECVDSTADDR carries the destination only).
 	specDst netip.Addr
 	drops   uint32 // SO_RXQ_OVFL (Linux): the kernel socket's running drop count
+	tos     uint8  // IP_TOS or IPV6_TCLASS (Linux): the traffic class, ECN bits included
 	ok      bool   // dst and ifindex were found
 	hasDrop bool   // drops was found
 }

@@ -7,8 +7,8 @@ import (
 	"unsafe"
 )
 
-// parseControl reads the IP_PKTINFO (IPv6: IPV6_PKTINFO) and SO_RXQ_OVFL
-// control messages in oob, in one walk over their headers. It reads the
+// parseControl reads the IP_PKTINFO and IP_TOS (IPv6: IPV6_PKTINFO and
+// IPV6_TCLASS) and SO_RXQ_OVFL control messages in oob, in one walk over their headers. It reads the
 // packet info bytes itself rather than through ipv4.ControlMessage.Parse
 // (ipv6's), which the socket options and replies still use: Parse
 // allocates three objects per datagram (its list of messages, the
@@ -22,6 +22,10 @@ func parseControl(oob []byte, v6 bool) control {
 		switch {
 		case h.Level == syscall.SOL_SOCKET && h.Type == syscall.SO_RXQ_OVFL && len(d) >= 4:
 			c.drops, c.hasDrop = binary.NativeEndian.Uint32(d), true
+		case !v6 && h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_TOS && len(d) >= 1:
+			c.tos = d[0]
+		case v6 && h.Level == syscall.IPPROTO_IPV6 && h.Type == syscall.IPV6_TCLASS && len(d) >= 4:
+			c.tos = uint8(binary.NativeEndian.Uint32(d))
 		case !v6 && h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_PKTINFO && len(d) >= syscall.SizeofInet4Pktinfo:
 			pi := (*syscall.Inet4Pktinfo)(unsafe.Pointer(&d[0]))
 			c.dst, c.specDst = netip.AddrFrom4(pi.Addr), netip.AddrFrom4(pi.Spec_dst)

@@ -5,8 +5,9 @@
 // value. Replies leave from the address the datagram was sent to.
 //
 // It is a package of its own because it needs golang.org/x/net (for
-// recvmmsg/sendmmsg and the IP_PKTINFO / IPV6_PKTINFO control messages),
-// which the table and its packages must not import: they are pure data
+// sendmmsg, the IP_PKTINFO / IPV6_PKTINFO socket options, and reads
+// outside Linux; on Linux it calls recvmmsg itself) and does I/O, which
+// the table and its packages must not: they are pure data
 // structures, usable in a user-space network stack that has no kernel
 // sockets at all.
 //
@@ -46,4 +47,21 @@
 // for datagrams of one port and family come one at a time, in arrival
 // order, and calls for different ones run concurrently. A handler may use
 // the table (bind, connect, close), since no lock is held while it runs.
+//
+// # Conns
+//
+// A socket can have a Conn instead of the handler: a net.PacketConn that
+// behaves as a *net.UDPConn bound to the socket's address, for services
+// written against package net (Server.ListenPacket binds a socket and
+// returns its Conn; Server.SocketConn wraps a socket already bound).
+// Every datagram that the table gives the socket goes to its Conn and to
+// nothing else; a Conn's writes leave through the port's kernel socket
+// from the socket's address, or on a wildcard socket from the address
+// the peer wrote to. Conn lists what it offers of *net.UDPConn's fast
+// paths and what it cannot offer on a kernel socket that it shares.
+//
+// The datagrams' payloads reach the table's lookups too
+// (demux.Datagram.Payload), so that an SO_REUSEPORT group's selector can
+// steer by them, as an eBPF reuseport program does: a QUIC server by
+// connection ID.
 package serve

@@ -31,7 +31,7 @@ type listener[V any] struct {
 // counters are a listener's counts, written by its reader.
 type counters struct {
 	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
-	replies, replyErrors, readErrors                          atomic.Uint64
+	replies, replyErrors, readErrors, unhandled               atomic.Uint64
 	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
 }
 
@@ -44,6 +44,7 @@ func (c *counters) addTo(st *Stats) {
 	st.Replies += c.replies.Load()
 	st.ReplyErrors += c.replyErrors.Load()
 	st.ReadErrors += c.readErrors.Load()
+	st.Unhandled += c.unhandled.Load()
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 
@@ -75,14 +76,6 @@ func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
 		return nil, fmt.Errorf("kernel socket %v: packet info: %w", addr, err)
 	}
 	return l, nil
-}
-
-// readBatch reads up to len(ms) datagrams (recvmmsg).
-func (l *listener[V]) readBatch(ms []ipv4.Message) (int, error) {
-	if l.p6 != nil {
-		return l.p6.ReadBatch(ms, 0)
-	}
-	return l.p4.ReadBatch(ms, 0)
 }
 
 // writeBatch sends the messages (sendmmsg).
@@ -119,7 +112,11 @@ func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifind
 func (l *listener[V]) run() {
 	defer l.s.wg.Done()
 	defer l.s.retire(l)
-	b := newBatch(l)
+	b, err := newBatch(l)
+	if err != nil {
+		l.c.readErrors.Add(1)
+		return
+	}
 	for {
 		n, err := b.read()
 		if err != nil {

@@ -77,7 +77,10 @@ func benchReceive(b *testing.B, queued int) {
 			off += w
 		}
 	}
-	bt := newBatch(l)
+	bt, err := newBatch(l)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; {

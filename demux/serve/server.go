@@ -12,9 +12,10 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// Handler handles one datagram for one receiving socket. The Request and
-// its Payload are valid only during the call; Payload is shared by all
-// the receivers of a multicast datagram and must not be modified.
+// Handler handles one datagram for one receiving socket that has no Conn.
+// The Request and its Payload are valid only during the call; Payload is
+// shared by all the receivers of a multicast datagram and must not be
+// modified.
 type Handler[V any] func(r *Request[V])
 
 // Options tune a Server. The zero value is a good default.
@@ -59,20 +60,22 @@ type Server[V any] struct {
 	readers map[*listener[V]]struct{}  // listeners whose reader runs
 	retired Stats                      // counts of readers that ended
 	stopped bool
-	wg      sync.WaitGroup
+	wg      sync.WaitGroup // the readers
+
+	conns conns[V]
 }
 
 // portSockets are the kernel sockets of one port.
 type portSockets[V any] struct{ v4, v6 *listener[V] }
 
 // New makes a table with cfg and a server for it that calls h for every
-// datagram the table's sockets receive. cfg.OnPort, if set, is called
-// after the server has opened (before it has closed) a port's kernel
-// sockets; its veto closes them again.
+// datagram the table's sockets receive, except those of sockets with a
+// Conn (ListenPacket, SocketConn), which go to the Conn. h may be nil
+// when every socket has a Conn: a datagram for a socket without one is
+// then dropped and counted in Stats.Unhandled. cfg.OnPort, if set, is
+// called after the server has opened (before it has closed) a port's
+// kernel sockets; its veto closes them again.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
-	if h == nil {
-		return nil, errors.New("udpdemux: serve: nil handler")
-	}
 	if o.Batch <= 0 {
 		o.Batch = 32
 	}
@@ -80,6 +83,7 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		o.MaxDatagram = 2048
 	}
 	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	s.conns.nudge = make(chan struct{}, 1)
 	user := cfg.OnPort
 	cfg.OnPort = func(port uint16, inUse bool) error {
 		if !inUse {
@@ -162,6 +166,7 @@ func (s *Server[V]) closePort(port uint16) {
 			_ = l.conn.Close()
 		}
 	}
+	s.nudgeWatcher() // a Conn's socket may have been the port's last
 }
 
 // retire adds the counts of l, whose reader ends, to the server's.
@@ -174,9 +179,12 @@ func (s *Server[V]) retire(l *listener[V]) {
 
 // Stop stops serving: every reader finishes the batch it is handling
 // (handlers are called and replies sent for every datagram already read),
-// then the kernel sockets are closed. Binds on ports not in use fail with
-// ErrStopped afterwards. Stop waits for the readers; a handler must not
-// call it.
+// then the kernel sockets are closed. Every Conn is ended: its reads and
+// writes fail with an error that wraps net.ErrClosed (its socket stays in
+// the table until the Conn's Close). Binds on ports not in use fail with
+// ErrStopped afterwards, as do ListenPacket and SocketConn. Stop waits
+// for the readers; a handler must not call it. The table's sockets stay
+// bound: Close closes them too.
 func (s *Server[V]) Stop() error {
 	s.mu.Lock()
 	if s.stopped {
@@ -194,6 +202,12 @@ func (s *Server[V]) Stop() error {
 		_ = l.conn.SetReadDeadline(time.Unix(1, 0)) // wakes a blocked read
 	}
 	s.wg.Wait()
+	// Only now, so that no reader finds a socket of a Conn that the
+	// server forgot, and hands its datagram to the handler.
+	s.conns.mu.Lock()
+	s.shutConns()
+	s.conns.mu.Unlock()
+	s.conns.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for port, ps := range s.ports {
@@ -207,6 +221,17 @@ func (s *Server[V]) Stop() error {
 	return nil
 }
 
+// Close stops the server (see Stop) and closes every socket of its table,
+// so that its goroutines end and its kernel sockets close: the
+// io.Closer of a server. A handler must not call it.
+func (s *Server[V]) Close() error {
+	err := s.Stop()
+	for sk := range s.t.Sockets() {
+		_ = sk.Close()
+	}
+	return err
+}
+
 // Stats counts what the server did. Counts of kernel sockets already
 // closed are included.
 type Stats struct {
@@ -214,11 +239,13 @@ type Stats struct {
 	Ports int
 	// Received counts datagrams read from the kernel sockets.
 	Received uint64
-	// Delivered counts handler calls (a multicast datagram makes one per
-	// receiving socket).
+	// Delivered counts handler calls and datagrams handed to Conns (a
+	// multicast datagram makes one per receiving socket).
 	Delivered uint64
-	// Unmatched counts unicast datagrams that no socket receives. Linux
-	// would send an ICMP port unreachable for each; the server sends none.
+	// Unmatched counts unicast datagrams that no socket receives (those
+	// for a socket that closed between the lookup and the delivery
+	// included). Linux would send an ICMP port unreachable for each; the
+	// server sends none.
 	Unmatched uint64
 	// UnmatchedMulticast counts multicast and broadcast datagrams that no
 	// socket receives (Linux drops them silently too).
@@ -233,6 +260,12 @@ type Stats struct {
 	Replies, ReplyErrors uint64
 	// ReadErrors counts failed reads other than those of closing.
 	ReadErrors uint64
+	// ConnDrops counts datagrams that a Conn's full queue dropped
+	// (Conn.SetReadBuffer).
+	ConnDrops uint64
+	// Unhandled counts datagrams for sockets without a Conn, dropped
+	// because the server has no handler.
+	Unhandled uint64
 }
 
 // Stats returns the server's counts.
@@ -244,6 +277,7 @@ func (s *Server[V]) Stats() Stats {
 		l.c.addTo(&st)
 	}
 	st.Ports = len(s.ports)
+	st.ConnDrops = s.conns.drops.Load()
 	return st
 }
 

@@ -3,8 +3,10 @@ package serve
 import "syscall"
 
 // setSockopts asks for the kernel's drop count with every datagram
-// (SO_RXQ_OVFL), makes an IPv6 socket IPv6-only so that it can coexist
-// with the IPv4 socket of the same port, and sets the receive buffer.
+// (SO_RXQ_OVFL) and for its traffic class (IP_RECVTOS, IPV6_RECVTCLASS:
+// a Conn's reader sees its ECN bits), makes an IPv6 socket IPv6-only so
+// that it can coexist with the IPv4 socket of the same port, and sets the
+// receive buffer.
 func setSockopts(fd int, v6 bool, rcvbuf int) error {
 	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RXQ_OVFL, 1); err != nil {
 		return err
@@ -13,6 +15,11 @@ func setSockopts(fd int, v6 bool, rcvbuf int) error {
 		if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1); err != nil {
 			return err
 		}
+		if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_RECVTCLASS, 1); err != nil {
+			return err
+		}
+	} else if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IP, syscall.IP_RECVTOS, 1); err != nil {
+		return err
 	}
 	if rcvbuf > 0 {
 		// Beyond net.core.rmem_max only SO_RCVBUFFORCE (CAP_NET_ADMIN)
@@ -25,7 +32,11 @@ func setSockopts(fd int, v6 bool, rcvbuf int) error {
 	return nil
 }
 
-// oobSpace is the room for the SO_RXQ_OVFL control message.
-var oobSpace = syscall.CmsgSpace(4)
+// oobSpace is the room for the SO_RXQ_OVFL and traffic class control
+// messages.
+var oobSpace = 2 * syscall.CmsgSpace(4)
 
-const msgTrunc = syscall.MSG_TRUNC
+const (
+	msgTrunc  = syscall.MSG_TRUNC
+	msgCtrunc = syscall.MSG_CTRUNC
+)

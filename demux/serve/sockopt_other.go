@@ -10,3 +10,7 @@ func setSockopts(fd int, v6 bool, rcvbuf int) error { return nil }
 var oobSpace = 0
 
 const msgTrunc = 0x20 // MSG_TRUNC on Linux and the BSDs
+
+// msgCtrunc is never reported outside Linux: a Conn returns no control
+// messages there.
+const msgCtrunc = 0

@@ -27,6 +27,7 @@ type Flow struct {
 	Ifindex          int32
 	Is4              bool
 	Hash             uint32
+	Payload          []byte // nil unless the lookup's caller had it
 }
 
 // Selector picks the index in members of the member that receives f, or

@@ -1,0 +1,691 @@
+package serve
+
+import (
+	"errors"
+	"hash/maphash"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/ipv4"
+)
+
+// Conn is a net.PacketConn for one socket of a served table: it reads the
+// datagrams that the table gives that socket, and its writes leave from
+// the socket's address and port through the port's kernel socket. It
+// behaves as a *net.UDPConn bound to the socket's address does, with the
+// differences listed below. Its methods are safe for concurrent use.
+//
+// Reads. The server's reader copies nothing for a Conn: it hands the
+// buffer it read the datagram into to the Conn's queue and reads the
+// next batch into a fresh one, and a read copies the payload into the
+// caller's buffer, the one copy the net.PacketConn contract leaves. A
+// datagram longer than the caller's buffer is truncated, as on a kernel
+// socket (ReadMsgUDP reports MSG_TRUNC). The queue holds at most the
+// bytes SetReadBuffer allows; datagrams beyond that are dropped and
+// counted (Drops, and Stats.ConnDrops).
+//
+// Control messages. ReadMsgUDP always returns, in the kernel's format, the
+// control messages of a socket on which IP_PKTINFO and IP_RECVTOS (an
+// IPv4 datagram) or IPV6_RECVPKTINFO and IPV6_RECVTCLASS (an IPv6 one)
+// are set: the destination address and arrival interface, and the
+// traffic class with its ECN bits. An IPv4 datagram on a dual-stack
+// socket gets both IPv4 messages and an IPV6_PKTINFO with the v4-mapped
+// destination, as Linux gives when the options of both families are set.
+// WriteMsgUDP takes IP_PKTINFO or IPV6_PKTINFO (source address and
+// interface), IP_TOS or IPV6_TCLASS (ECN), and UDP_SEGMENT (Linux's
+// segmentation offload, which the kernel applies to the datagram alone);
+// any other control message is an EINVAL error.
+//
+// Source addresses. A write on a socket bound to a specific address
+// leaves from that address. On a wildcard socket it leaves from the
+// address that the peer last wrote to (the Conn remembers that for a few
+// hundred peers at a time; for a peer it does not know, routing chooses,
+// as it does for a kernel socket), so that a service that answers with
+// WriteTo answers from the address it was asked on. A control message
+// from WriteMsgUDP chooses the source itself.
+//
+// Batches. ReadBatch reads the datagrams already queued in one call, with
+// x/net's ipv4.Message, the method quic-go looks for to read in batches.
+// There is no WriteBatch: each write is its own send on the kernel
+// socket, with its own source address.
+//
+// What a Conn does not offer: SyscallConn, since the file descriptor
+// that carries its datagrams is the port's kernel socket, which every
+// socket of the table on that port shares, so socket options set on it
+// would change them all (and a RawConn that set them on some other
+// socket would claim effects it does not have, such as the DF bit that
+// quic-go's path MTU discovery relies on). quic-go takes its fast paths
+// (batched reads, ECN, segmentation offload, path MTU discovery) only on
+// a connection that has SyscallConn; on a Conn it reads and writes one
+// datagram per call through ReadFrom and WriteTo, and its receive-buffer
+// check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
+// goes straight to the shared kernel socket, whose send buffer
+// (SO_SNDBUF) is the port's, not the Conn's.
+//
+// Close ends every read and write with an error that wraps
+// net.ErrClosed; so does closing the socket through the table (writes
+// fail at once, and blocked reads end at the server's next check, which
+// it makes every closePoll), and Server.Stop or Server.Close.
+type Conn struct {
+	sk    connSocket
+	v6    bool         // the socket is IPv6 (its writes may still go to IPv4 peers)
+	dual  bool         // IPv6 and not V6Only: IPv4 peers too
+	k4    *net.UDPConn // the port's kernel sockets, nil if it has none
+	k6    *net.UDPConn
+	pool  *sync.Pool // of *packet, the server's
+	drops *atomic.Uint64
+
+	notify chan struct{} // a datagram arrived (capacity 1)
+	done   chan struct{} // closed when the Conn closes
+	rdl    deadline
+	wdl    deadline
+
+	mu       sync.Mutex
+	q        []*packet // ring of queued datagrams
+	head, n  int
+	qbytes   int // buffer bytes queued
+	limit    int // the most buffer bytes queued
+	closed   bool
+	released bool // Close has run
+	ndrops   atomic.Uint64
+	peers    *peerRoutes // wildcard sockets only
+}
+
+// connSocket is what a Conn needs of its table socket, whatever the
+// table's value type.
+type connSocket interface {
+	localAddr() netip.AddrPort
+	device() int
+	closed() bool // closed in the table, by whatever means
+	// release closes the socket in the table, if it is still open, and
+	// forgets the Conn.
+	release(c *Conn) error
+}
+
+// packet is one datagram for a Conn, in a buffer of the server's pool.
+type packet struct {
+	buf     []byte // MaxDatagram bytes
+	n       int
+	src     netip.AddrPort
+	dst     netip.Addr
+	specDst netip.Addr
+	ifindex int
+	tos     uint8
+	mcast   bool
+}
+
+// defaultQueue is a Conn's queue limit until SetReadBuffer: Linux's
+// default receive buffer (net.core.rmem_default).
+const defaultQueue = 212992
+
+// closePoll is how often the server checks whether the sockets of its
+// Conns were closed through the table, which tells it nothing.
+const closePoll = 10 * time.Millisecond
+
+// newConn makes the Conn of sk, an IPv6 socket if v6 (dual-stack if
+// dual), bound to a wildcard address if wild.
+func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync.Pool, drops *atomic.Uint64) *Conn {
+	c := &Conn{
+		sk: sk, v6: v6, dual: dual, k4: k4, k6: k6, pool: pool, drops: drops,
+		notify: make(chan struct{}, 1), done: make(chan struct{}),
+		q: make([]*packet, 16), limit: defaultQueue,
+	}
+	if wild {
+		c.peers = new(peerRoutes)
+	}
+	return c
+}
+
+// push queues p, reporting false (and counting a drop) if the queue is
+// full or the Conn closed: then p stays the caller's.
+func (c *Conn) push(p *packet) bool {
+	c.mu.Lock()
+	if c.closed || (c.n > 0 && c.qbytes+cap(p.buf) > c.limit) {
+		closed := c.closed
+		c.mu.Unlock()
+		if !closed {
+			c.ndrops.Add(1)
+			c.drops.Add(1)
+		}
+		return false
+	}
+	if c.n == len(c.q) {
+		q := make([]*packet, 2*len(c.q))
+		for i := range c.n {
+			q[i] = c.q[(c.head+i)%len(c.q)]
+		}
+		c.q, c.head = q, 0
+	}
+	c.q[(c.head+c.n)%len(c.q)] = p
+	c.n++
+	c.qbytes += cap(p.buf)
+	c.mu.Unlock()
+	c.wake()
+	return true
+}
+
+// wake tells a waiting read that the queue has a datagram.
+func (c *Conn) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}
+
+// next waits for the next datagram, the read deadline or the close. As
+// on a kernel socket, a deadline that has passed fails the read even
+// when a datagram is queued, so that a service that stops its reads with
+// a deadline stops at once.
+func (c *Conn) next() (*packet, error) {
+	for {
+		passed, changed := c.rdl.check()
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, net.ErrClosed
+		}
+		if passed {
+			c.mu.Unlock()
+			return nil, os.ErrDeadlineExceeded
+		}
+		if c.n > 0 {
+			p := c.popLocked()
+			more := c.n > 0
+			c.mu.Unlock()
+			if more {
+				c.wake() // for another reader
+			}
+			return p, nil
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.notify:
+		case <-c.done:
+		case <-changed:
+		}
+	}
+}
+
+// popLocked takes the first queued datagram; c.n must not be 0. It runs
+// under c.mu. A wildcard socket learns where the sender wrote to when
+// the datagram is read, not when it is queued, so that a reply to it
+// leaves from that address even if the peer wrote elsewhere meanwhile.
+func (c *Conn) popLocked() *packet {
+	p := c.q[c.head]
+	c.q[c.head] = nil
+	c.head = (c.head + 1) % len(c.q)
+	c.n--
+	c.qbytes -= cap(p.buf)
+	if c.peers != nil && !p.mcast {
+		c.peers.learn(p.src, p.dst, p.ifindex)
+	}
+	return p
+}
+
+// free returns p to the server's pool.
+func (c *Conn) free(p *packet) { c.pool.Put(p) }
+
+func (c *Conn) opError(op string, to net.Addr, err error) error {
+	return &net.OpError{Op: op, Net: "udp", Source: c.LocalAddr(), Addr: to, Err: err}
+}
+
+// ReadFromUDPAddrPort reads a datagram, as net.UDPConn's method does. An
+// IPv4 sender of a datagram on an IPv6 socket is v4-mapped.
+func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
+	p, err := c.next()
+	if err != nil {
+		return 0, netip.AddrPort{}, c.opError("read", nil, err)
+	}
+	n := copy(b, p.buf[:p.n])
+	src := c.peerForm(p.src)
+	c.free(p)
+	return n, src, nil
+}
+
+// peerForm returns a peer's address as the socket's family shows it.
+func (c *Conn) peerForm(a netip.AddrPort) netip.AddrPort {
+	if c.v6 && a.Addr().Is4() {
+		return netip.AddrPortFrom(netip.AddrFrom16(a.Addr().As16()), a.Port())
+	}
+	return a
+}
+
+// ReadFrom reads a datagram into b: net.PacketConn's method. The sender
+// is a *net.UDPAddr.
+func (c *Conn) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, src, err := c.ReadFromUDPAddrPort(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, udpAddr(src), nil
+}
+
+// udpAddr returns a as a *net.UDPAddr in one allocation, its IP with it,
+// where net.UDPAddrFromAddrPort makes two.
+func udpAddr(a netip.AddrPort) *net.UDPAddr {
+	x := new(struct {
+		a  net.UDPAddr
+		ip [16]byte
+	})
+	x.ip = a.Addr().As16()
+	x.a.IP = x.ip[:]
+	if a.Addr().Is4() {
+		x.a.IP = x.ip[12:]
+	}
+	x.a.Port, x.a.Zone = int(a.Port()), a.Addr().Zone()
+	return &x.a
+}
+
+// ReadFromUDP is ReadFrom with the sender as a *net.UDPAddr.
+func (c *Conn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
+	n, src, err := c.ReadFromUDPAddrPort(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, udpAddr(src), nil
+}
+
+// ReadMsgUDPAddrPort reads a datagram into b and its control messages
+// (see Conn) into oob, as net.UDPConn's method does: flags has
+// MSG_TRUNC if b was too short, MSG_CTRUNC if oob was.
+func (c *Conn) ReadMsgUDPAddrPort(b, oob []byte) (n, oobn, flags int, src netip.AddrPort, err error) {
+	p, err := c.next()
+	if err != nil {
+		return 0, 0, 0, netip.AddrPort{}, c.opError("read", nil, err)
+	}
+	n = copy(b, p.buf[:p.n])
+	if n < p.n {
+		flags |= msgTrunc
+	}
+	var trunc bool
+	oobn, trunc = c.appendControl(oob[:0], p)
+	if trunc {
+		flags |= msgCtrunc
+	}
+	src = c.peerForm(p.src)
+	c.free(p)
+	return n, oobn, flags, src, nil
+}
+
+// ReadMsgUDP is ReadMsgUDPAddrPort with the sender as a *net.UDPAddr.
+func (c *Conn) ReadMsgUDP(b, oob []byte) (n, oobn, flags int, addr *net.UDPAddr, err error) {
+	var src netip.AddrPort
+	n, oobn, flags, src, err = c.ReadMsgUDPAddrPort(b, oob)
+	if err == nil {
+		addr = udpAddr(src)
+	}
+	return n, oobn, flags, addr, err
+}
+
+// ReadBatch reads up to len(ms) datagrams into ms, as x/net's
+// ipv4.PacketConn.ReadBatch (recvmmsg) does, and returns how many: it
+// waits for the first, as a read does, and takes the others only if
+// they are queued already. Each message gets its payload (across its
+// Buffers), its control messages (see Conn) in OOB, and its sender as a
+// *net.UDPAddr in Addr; N, NN and Flags as ReadMsgUDP reports them. flags
+// must be 0.
+func (c *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
+	if flags != 0 {
+		return 0, c.opError("read", nil, syscall.EOPNOTSUPP)
+	}
+	if len(ms) == 0 {
+		return 0, nil
+	}
+	p, err := c.next()
+	if err != nil {
+		return 0, c.opError("read", nil, err)
+	}
+	n := 0
+	for p != nil {
+		m := &ms[n]
+		m.N, m.Flags = 0, 0
+		rest := p.buf[:p.n]
+		for _, b := range m.Buffers {
+			k := copy(b, rest)
+			rest = rest[k:]
+			m.N += k
+		}
+		if len(rest) > 0 {
+			m.Flags |= msgTrunc
+		}
+		var trunc bool
+		m.NN, trunc = c.appendControl(m.OOB[:0], p)
+		if trunc {
+			m.Flags |= msgCtrunc
+		}
+		m.Addr = udpAddr(c.peerForm(p.src))
+		c.free(p)
+		n++
+		if n == len(ms) {
+			break
+		}
+		p = c.poll()
+	}
+	return n, nil
+}
+
+// poll returns the next queued datagram, or nil if none is queued or the
+// Conn is closed.
+func (c *Conn) poll() *packet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.n == 0 {
+		return nil
+	}
+	return c.popLocked()
+}
+
+// WriteToUDPAddrPort sends b to addr, as net.UDPConn's method does, from
+// the socket's address (see Conn for wildcard sockets).
+func (c *Conn) WriteToUDPAddrPort(b []byte, addr netip.AddrPort) (int, error) {
+	n, _, err := c.write(b, nil, addr)
+	return n, err
+}
+
+// WriteTo sends b to addr, a *net.UDPAddr: net.PacketConn's method.
+func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	ua, ok := addr.(*net.UDPAddr)
+	if !ok || ua == nil {
+		return 0, c.opError("write", addr, syscall.EINVAL)
+	}
+	n, _, err := c.write(b, nil, ua.AddrPort())
+	return n, err
+}
+
+// WriteToUDP is WriteTo for a *net.UDPAddr.
+func (c *Conn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
+	if addr == nil {
+		return 0, c.opError("write", nil, syscall.EINVAL)
+	}
+	n, _, err := c.write(b, nil, addr.AddrPort())
+	return n, err
+}
+
+// WriteMsgUDPAddrPort sends b to addr with the control messages in oob
+// (see Conn), as net.UDPConn's method does.
+func (c *Conn) WriteMsgUDPAddrPort(b, oob []byte, addr netip.AddrPort) (n, oobn int, err error) {
+	return c.write(b, oob, addr)
+}
+
+// WriteMsgUDP is WriteMsgUDPAddrPort for a *net.UDPAddr.
+func (c *Conn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err error) {
+	if addr == nil {
+		return 0, 0, c.opError("write", nil, syscall.EINVAL)
+	}
+	return c.write(b, oob, addr.AddrPort())
+}
+
+// write sends b to to through the kernel socket of to's family.
+func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
+	fail := func(err error) (int, int, error) {
+		return 0, 0, c.opError("write", net.UDPAddrFromAddrPort(to), err)
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed || c.sk.closed() {
+		// A socket closed through the table sends nothing, though the
+		// server may not have ended its Conn yet.
+		return fail(net.ErrClosed)
+	}
+	if passed, _ := c.wdl.check(); passed {
+		return fail(os.ErrDeadlineExceeded)
+	}
+	if !to.IsValid() || to.Port() == 0 || to.Addr().IsUnspecified() {
+		return fail(syscall.EINVAL)
+	}
+	dst := to.Addr()
+	v4 := dst.Unmap().Is4()
+	var k *net.UDPConn
+	switch {
+	case v4 && c.v6 && !c.dual:
+		return fail(syscall.ENETUNREACH) // as Linux, for an IPv6-only socket
+	case !v4 && !c.v6:
+		return fail(syscall.EAFNOSUPPORT)
+	case v4:
+		k, dst = c.k4, dst.Unmap()
+	default:
+		k = c.k6
+	}
+	if k == nil {
+		return fail(syscall.EAFNOSUPPORT) // no kernel socket of that family
+	}
+	var ctl sendControl
+	if err := ctl.parse(oob); err != nil {
+		return fail(err)
+	}
+	if !ctl.src.IsValid() {
+		ctl.src, ctl.ifindex = c.source(to)
+	}
+	if ctl.ifindex == 0 {
+		ctl.ifindex = c.sk.device()
+	}
+	var buf [128]byte
+	out, ok := ctl.marshal(buf[:0], v4)
+	if !ok {
+		return fail(syscall.EINVAL) // a source of the other family
+	}
+	n, _, err := k.WriteMsgUDPAddrPort(b, out, netip.AddrPortFrom(dst, to.Port()))
+	if err != nil {
+		if oe, ok := err.(*net.OpError); ok {
+			err = oe.Err // the kernel socket's address is not the Conn's
+		}
+		return fail(err)
+	}
+	return n, len(oob), nil
+}
+
+// source returns the address and interface a write to peer leaves from
+// when the caller names none: the socket's own address, or for a
+// wildcard socket the one peer last wrote to, if known.
+func (c *Conn) source(peer netip.AddrPort) (netip.Addr, int) {
+	local := c.sk.localAddr().Addr()
+	if !local.IsUnspecified() || c.peers == nil {
+		return local.Unmap(), 0
+	}
+	c.mu.Lock()
+	a, ifindex := c.peers.lookup(peer)
+	c.mu.Unlock()
+	if !a.IsLinkLocalUnicast() || a.Is4() {
+		// The address alone decides the way out, as for a socket bound
+		// to it.
+		ifindex = 0
+	}
+	return a, ifindex
+}
+
+// LocalAddr returns the socket's local address, a *net.UDPAddr.
+func (c *Conn) LocalAddr() net.Addr {
+	return net.UDPAddrFromAddrPort(c.sk.localAddr())
+}
+
+// SetDeadline sets the read and write deadlines, as net.Conn's method
+// does: a read or write after it fails with os.ErrDeadlineExceeded (a
+// net.Error whose Timeout is true), and so does a read that is blocked
+// when it passes, even if it is already past. The zero Time removes it.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the read deadline (see SetDeadline).
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.isClosed() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.rdl.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the write deadline (see SetDeadline). A write
+// never waits (it is a send on the kernel socket), so the deadline only
+// fails writes started after it.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.isClosed() {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.wdl.set(t)
+	return nil
+}
+
+// SetReadBuffer bounds the Conn's queue of received datagrams to bytes
+// bytes of buffers (each datagram takes Options.MaxDatagram bytes, and
+// one datagram is always accepted). It does not change the port's
+// kernel socket, which the table's other sockets share: its size is
+// Options.ReadBuffer.
+func (c *Conn) SetReadBuffer(bytes int) error {
+	if bytes < 0 {
+		return c.opError("set", nil, syscall.EINVAL)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return c.opError("set", nil, net.ErrClosed)
+	}
+	c.limit = bytes
+	return nil
+}
+
+// Drops returns the number of datagrams dropped because the Conn's queue
+// was full.
+func (c *Conn) Drops() uint64 { return c.ndrops.Load() }
+
+func (c *Conn) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Close closes the Conn and its socket in the table. Reads blocked in
+// the Conn return an error that wraps net.ErrClosed, as do later calls;
+// datagrams still queued are dropped, as a kernel socket's are.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	released := c.released
+	c.released = true
+	c.mu.Unlock()
+	c.shut()
+	if released {
+		return c.opError("close", nil, net.ErrClosed)
+	}
+	if err := c.sk.release(c); err != nil && !errors.Is(err, net.ErrClosed) {
+		return c.opError("close", nil, err)
+	}
+	return nil
+}
+
+// shut ends the Conn's reads and writes and frees its queue. It reports
+// whether the Conn was open.
+func (c *Conn) shut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.closed = true
+	close(c.done)
+	for ; c.n > 0; c.n-- {
+		c.pool.Put(c.q[c.head])
+		c.q[c.head] = nil
+		c.head = (c.head + 1) % len(c.q)
+	}
+	c.qbytes = 0
+	return true
+}
+
+// deadline is a read or write deadline: check says whether it passed, and
+// hands a waiter a channel that is closed when it passes or is set
+// again, so that a blocked read wakes either way.
+type deadline struct {
+	mu      sync.Mutex
+	at      time.Time
+	timer   *time.Timer
+	changed chan struct{} // nil until a waiter needs it
+}
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at = t
+	d.signal() // waiters look again, whatever the new deadline is
+	wait := time.Until(t)
+	switch {
+	case t.IsZero() || wait <= 0:
+		if d.timer != nil {
+			d.timer.Stop()
+		}
+	case d.timer == nil:
+		d.timer = time.AfterFunc(wait, d.fire)
+	default:
+		d.timer.Reset(wait)
+	}
+}
+
+// fire runs when a deadline passes. A stale run (the deadline was set
+// again meanwhile) only wakes the waiters, who look again.
+func (d *deadline) fire() {
+	d.mu.Lock()
+	d.signal()
+	d.mu.Unlock()
+}
+
+func (d *deadline) signal() {
+	if d.changed != nil {
+		close(d.changed)
+		d.changed = nil
+	}
+}
+
+func (d *deadline) check() (passed bool, changed <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.at.IsZero() && !time.Now().Before(d.at) {
+		return true, nil
+	}
+	if d.changed == nil {
+		d.changed = make(chan struct{})
+	}
+	return false, d.changed
+}
+
+// peerRoutes remembers, for a wildcard socket, which local address each
+// recent peer wrote to: a direct-mapped table, where a newer peer takes
+// an older one's slot, so that it stays small however many peers write.
+type peerRoutes struct {
+	seed  maphash.Seed
+	init  bool
+	slots [256]peerRoute
+}
+
+type peerRoute struct {
+	peer    netip.AddrPort
+	local   netip.Addr
+	ifindex int
+}
+
+func (r *peerRoutes) slot(peer netip.AddrPort) *peerRoute {
+	if !r.init {
+		r.seed, r.init = maphash.MakeSeed(), true
+	}
+	return &r.slots[maphash.Comparable(r.seed, peer)%uint64(len(r.slots))]
+}
+
+func (r *peerRoutes) learn(peer netip.AddrPort, local netip.Addr, ifindex int) {
+	*r.slot(peer) = peerRoute{peer, local, ifindex}
+}
+
+// lookup returns where peer last wrote to: the zero Addr if not known.
+func (r *peerRoutes) lookup(peer netip.AddrPort) (netip.Addr, int) {
+	peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
+	if s := r.slot(peer); s.peer == peer {
+		return s.local, s.ifindex
+	}
+	return netip.Addr{}, 0
+}

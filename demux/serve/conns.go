@@ -1,0 +1,229 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// conns are a server's Conns, by socket. The readers look a receiving
+// socket up here for every datagram, without a lock.
+type conns[V any] struct {
+	by sync.Map // *demux.Socket[V] → *Conn
+	n  atomic.Int64
+	// attaching counts ListenPacket calls between their bind and their
+	// registration, which mu spans: a reader that finds a socket with no
+	// Conn while one runs waits for it, so that no datagram for a new
+	// Conn's socket reaches the handler.
+	attaching atomic.Int32
+	mu        sync.Mutex
+	drops     atomic.Uint64  // Stats.ConnDrops
+	pool      sync.Pool      // of *packet
+	watching  bool           // a watcher runs; under mu
+	nudge     chan struct{}  // wakes the watcher
+	wg        sync.WaitGroup // the watcher
+}
+
+// connOf returns the Conn of s, or nil.
+func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
+	cs := &s.conns
+	if cs.n.Load() == 0 && cs.attaching.Load() == 0 {
+		return nil
+	}
+	if c, ok := cs.by.Load(sk); ok {
+		return c.(*Conn)
+	}
+	if cs.attaching.Load() != 0 {
+		cs.mu.Lock()
+		cs.mu.Unlock() //nolint:staticcheck // waits for the attaching ListenPacket
+		if c, ok := cs.by.Load(sk); ok {
+			return c.(*Conn)
+		}
+	}
+	return nil
+}
+
+// getPacket returns a free packet buffer.
+func (s *Server[V]) getPacket() *packet {
+	if p, ok := s.conns.pool.Get().(*packet); ok {
+		return p
+	}
+	return &packet{buf: make([]byte, s.opts.MaxDatagram)}
+}
+
+// ListenPacket binds a socket in the table with o (and the zero value)
+// and returns a Conn for it, as net.ListenPacket returns a *net.UDPConn:
+// every datagram that the table gives the socket goes to the Conn, none
+// to the handler. Bind errors are the table's (EADDRINUSE and the like,
+// which errors.Is recognises).
+func (s *Server[V]) ListenPacket(o demux.Options) (*Conn, error) {
+	var zero V
+	cs := &s.conns
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.attaching.Add(1)
+	defer cs.attaching.Add(-1)
+	sk, err := s.t.Bind(o, zero)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.attachLocked(sk)
+	if err != nil {
+		_ = sk.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// SocketConn returns a Conn for sk, a socket already bound in the table:
+// from then on, the datagrams that the table gives sk go to the Conn
+// rather than to the handler. Closing the Conn closes sk. A socket has
+// one Conn at most: a second call fails with EEXIST, and a closed
+// socket's with an error that matches net.ErrClosed.
+func (s *Server[V]) SocketConn(sk *demux.Socket[V]) (*Conn, error) {
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
+	return s.attachLocked(sk)
+}
+
+// attachLocked makes sk's Conn. It runs under conns.mu.
+func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
+	if sk == nil {
+		return nil, fmt.Errorf("udpdemux: serve: nil socket: %w", syscall.EINVAL)
+	}
+	o := sk.Options()
+	if sk.Closed() {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed)}
+	}
+	if !s.owns(sk) {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
+	}
+	s.mu.Lock()
+	ps, stopped := s.ports[o.Port], s.stopped
+	s.mu.Unlock()
+	if stopped || ps == nil {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: ErrStopped}
+	}
+	v6 := !o.Addr.Is4()
+	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(),
+		ps.v4.conn, nil, &s.conns.pool, &s.conns.drops)
+	if ps.v6 != nil {
+		c.k6 = ps.v6.conn
+	}
+	if testPause != nil {
+		testPause()
+	}
+	if _, loaded := s.conns.by.LoadOrStore(sk, c); loaded {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket has a Conn: %w", syscall.EEXIST)}
+	}
+	s.conns.n.Add(1)
+	if !s.conns.watching {
+		s.conns.watching = true
+		s.conns.wg.Add(1)
+		go s.watch()
+	}
+	return c, nil
+}
+
+// testPause, if set, runs where a Conn is about to be registered and
+// forgotten, so that a test can hold the moments when a reader may find
+// a Conn's socket without the Conn open for longer.
+var testPause func()
+
+// owns reports whether sk is a socket of the server's table.
+func (s *Server[V]) owns(sk *demux.Socket[V]) bool {
+	for x := range s.t.Sockets() {
+		if x == sk {
+			return true
+		}
+	}
+	return false
+}
+
+// forget removes c, sk's Conn, from the server.
+func (s *Server[V]) forget(sk *demux.Socket[V], c *Conn) {
+	if s.conns.by.CompareAndDelete(sk, c) {
+		s.conns.n.Add(-1)
+	}
+}
+
+// watch ends the Conns whose sockets were closed through the table, which
+// tells the server nothing of it: it looks every closePoll, and when a
+// port goes out of use. It ends when the server has no Conns left.
+func (s *Server[V]) watch() {
+	defer s.conns.wg.Done()
+	t := time.NewTicker(closePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.conns.nudge:
+		}
+		s.conns.by.Range(func(k, v any) bool {
+			if sk := k.(*demux.Socket[V]); sk.Closed() {
+				v.(*Conn).shut()
+				s.forget(sk, v.(*Conn))
+			}
+			return true
+		})
+		s.conns.mu.Lock()
+		if s.conns.n.Load() == 0 {
+			s.conns.watching = false
+			s.conns.mu.Unlock()
+			return
+		}
+		s.conns.mu.Unlock()
+	}
+}
+
+// nudgeWatcher makes the watcher look now.
+func (s *Server[V]) nudgeWatcher() {
+	select {
+	case s.conns.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// shutConns ends every Conn and forgets it, for Stop.
+func (s *Server[V]) shutConns() {
+	s.conns.by.Range(func(k, v any) bool {
+		v.(*Conn).shut()
+		s.forget(k.(*demux.Socket[V]), v.(*Conn))
+		return true
+	})
+	s.nudgeWatcher()
+}
+
+// connHome is a Conn's socket in its server's table.
+type connHome[V any] struct {
+	s  *Server[V]
+	sk *demux.Socket[V]
+}
+
+func (h *connHome[V]) localAddr() netip.AddrPort { return h.sk.LocalAddr() }
+
+func (h *connHome[V]) device() int { return h.sk.Options().Device }
+
+func (h *connHome[V]) closed() bool { return h.sk.Closed() }
+
+// release closes the socket before it forgets the Conn: a reader that
+// finds the socket without a Conn then sees it closed, and drops the
+// datagram rather than hand it to the handler.
+func (h *connHome[V]) release(c *Conn) error {
+	err := h.sk.Close()
+	if testPause != nil {
+		testPause()
+	}
+	h.s.forget(h.sk, c)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
