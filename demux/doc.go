@@ -26,4 +26,25 @@
 //  4. A bind to 127.0.0.6 always conflicts with a dual-stack socket that
 //     holds that address as its IPv4 placeholder (it connected to an IPv6
 //     peer); Linux misses it when the port has more than 10 sockets.
+//
+// # Callbacks that panic
+//
+// The table calls the caller's code back: Config.OnPort, Config.IsLocal,
+// Config.ZoneIndex and Config.Rand; a group's Selector, and the key
+// function given to Rendezvous; the yield function of LookupMulticast;
+// and the loop bodies of the iterators Multicast, Sockets, Ports and
+// Members.All. The table does not recover a panic in any of them: it goes
+// on to the caller of the method that called the callback, and it leaves
+// the table consistent on its way. No lock stays held, Verify passes, Len
+// and Stats count the sockets the table holds, and the next operation
+// works, on the same port as on any other.
+//
+// A write that the panic interrupts before it took effect is undone: a
+// Bind whose OnPort(port, true), IsLocal, ZoneIndex or Rand panics binds
+// nothing, as if OnPort had vetoed it (so OnPort(port, false) does not
+// follow, and the next bind on the port calls OnPort(port, true) again),
+// and a Connect whose ZoneIndex panics leaves the socket as it was. A
+// write that had taken effect is complete: a Close whose OnPort(port,
+// false) panics has closed the socket, and the port is out of use.
+// Lookups and iterations change nothing; a panic only cuts them short.
 package demux
