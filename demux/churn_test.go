@@ -102,3 +102,87 @@ func TestMembersUnderChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupsBesideMover: lookups on a port where writers move sockets
+// without pause (connect, disconnect) return in time, with the right
+// answer, on either storage, whichever way the search ends: lock-free, or
+// after its bounded retries. Each search is long, over thousands of
+// receivers (multicast) or of wildcard sockets bound each to its own
+// device (unicast), so that moves overlap many of its attempts. Whether
+// the writers starve a search that only retries depends on how the
+// machine schedules them; the tests that hold the bound whatever the
+// scheduling, with a writer that is in a move nearly all the time, are
+// TestSearchBesideEndlessMoves in packages grow and lookup.
+func TestLookupsBesideMover(t *testing.T) {
+	const port = 7100
+	dst := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port)
+	group := netip.AddrPortFrom(netip.MustParseAddr("239.1.1.1"), port)
+	src := netip.MustParseAddrPort("192.0.2.1:5000")
+	for _, st := range storages {
+		for _, kind := range []string{"multicast", "unicast"} {
+			t.Run(st.name+"/"+kind, func(t *testing.T) {
+				// A bind of a device's socket, and the fixed slots'
+				// binds, scan the sockets already on the port: those
+				// shapes get fewer.
+				receivers := 20000
+				if st.cfg.Slots != 0 || kind == "unicast" {
+					receivers = 3000
+				}
+				tab, err := demux.New[int](st.cfg)
+				require.NoError(t, err)
+				wild := netip.IPv4Unspecified()
+				for i := range receivers {
+					o := demux.Options{Addr: wild, Port: port, ReuseAddr: true}
+					if kind == "unicast" {
+						o = demux.Options{Addr: wild, Port: port, ReuseAddr: true, Device: 100 + i}
+					}
+					_, err := tab.Bind(o, i)
+					require.NoError(t, err)
+				}
+				want, err := tab.Bind(demux.Options{Addr: wild, Port: port, ReuseAddr: true}, -1)
+				require.NoError(t, err)
+				// Two movers, each connecting a socket of the port to a
+				// peer with dst's address as its source (into dst's
+				// key) and disconnecting it (back to the wildcard's,
+				// without a device: then it receives too).
+				answers := map[*demux.Socket[int]]bool{want: true}
+				for w := range 2 {
+					m, err := tab.Bind(demux.Options{Addr: wild, Port: port, ReuseAddr: true, Device: 1}, -2)
+					require.NoError(t, err)
+					answers[m] = true
+					peer := netip.AddrPortFrom(netip.MustParseAddr("198.51.100.1"), uint16(1000+w))
+					churn(t, func() {
+						if err := m.Connect(peer, dst.Addr()); err != nil {
+							panic(err)
+						}
+						if err := m.Disconnect(); err != nil {
+							panic(err)
+						}
+					})
+				}
+				for range 3 {
+					switch kind {
+					case "multicast":
+						got := within(t, 10*time.Second, "LookupMulticast", func() map[*demux.Socket[int]]int {
+							got := map[*demux.Socket[int]]int{}
+							tab.LookupMulticast(src, group, 2, func(s *demux.Socket[int], _ int) bool { got[s]++; return true })
+							return got
+						})
+						for _, n := range got {
+							require.Equal(t, 1, n, "a receiver yielded %d times", n)
+						}
+						assert.Equal(t, 1, got[want], "a receiver that stayed was not yielded")
+						assert.GreaterOrEqual(t, len(got), receivers+1, "receivers yielded")
+						assert.LessOrEqual(t, len(got), receivers+3, "receivers yielded")
+					case "unicast":
+						got := within(t, 10*time.Second, "Lookup", func() *demux.Socket[int] {
+							s, _ := tab.Lookup(src, dst, 2)
+							return s
+						})
+						assert.True(t, answers[got], "the lookup found %v, not the wildcard socket", got)
+					}
+				}
+			})
+		}
+	}
+}

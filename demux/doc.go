@@ -4,8 +4,9 @@
 // A Table holds bound sockets. Bind checks for conflicts (SO_REUSEADDR,
 // SO_REUSEPORT groups, bound devices, IPv4/IPv6 dual stack) and chooses an
 // ephemeral port for port 0; Connect sets a socket's peer; Close removes it;
-// Lookup finds the socket that receives a datagram, without locks and
-// without allocating.
+// Lookup finds the socket that receives a datagram, without allocating,
+// and without locks unless writers keep moving the sockets of its port
+// (see Lookup).
 //
 // Inside, a Table keeps two hash tables, as Linux has since 2.6.33: a
 // primary table keyed by port and a secondary table keyed by (address,

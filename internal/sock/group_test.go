@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -307,4 +308,62 @@ func TestSnapshotOneMoment(t *testing.T) {
 	require.Empty(t, bad, "after %d snapshots (%d under the lock)", reads, locked)
 	require.NotZero(t, ok)
 	t.Logf("%d snapshots, %d under the lock", reads, locked)
+}
+
+// TestSnapshotBesideEndlessChurn: a snapshot returns beside a writer that
+// is in a join or leave all the time but for an instant, and lets go of
+// the lock that guards the group's writes (the port's, in package demux)
+// between two stretches of work. The group is large, so that no copy
+// fits in that instant: a snapshot that waited for a moment without a
+// join or leave, or retried until one, would wait for as long as the
+// writer goes on.
+func TestSnapshotBesideEndlessChurn(t *testing.T) {
+	const size = 3000
+	g, es, _ := groupOf(size)
+	var mu sync.Mutex
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	started := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		mu.Lock()
+		g.ver.Add(1)
+		close(started)
+		for !stop.Load() {
+			for start := time.Now(); time.Since(start) < time.Millisecond; {
+			}
+			mu.Unlock()
+			mu.Lock()
+			g.ver.Add(2)
+		}
+		g.ver.Add(1)
+		mu.Unlock()
+	}()
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	<-started
+	for range 5 {
+		done := make(chan View, 1)
+		go func() {
+			v, ok := g.Snapshot()
+			if !ok {
+				mu.Lock()
+				v = g.SnapshotLocked()
+				mu.Unlock()
+			}
+			done <- v
+		}()
+		select {
+		case v := <-done:
+			require.Equal(t, size, v.Len())
+			for i := range size {
+				require.Same(t, es[i], v.At(i))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the snapshot did not return beside a writer that never stops")
+		}
+	}
 }
