@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,4 +122,30 @@ func TestOccupancyBlocks(t *testing.T) {
 	free, _ = o.census(e)
 	assert.Equal(t, 1, free)
 	assert.Zero(t, o.Total())
+}
+
+// panicOnce is a random source whose first draw panics.
+type panicOnce struct{ done bool }
+
+func (p *panicOnce) Uint64() uint64 {
+	if !p.done {
+		p.done = true
+		panic("broken source")
+	}
+	return 7
+}
+
+// TestRandPanicUnlocks: a source that panics must leave Rand usable, its
+// lock free, for the draws after it.
+func TestRandPanicUnlocks(t *testing.T) {
+	r := NewRand(&panicOnce{})
+	require.Panics(t, func() { r.Uint64() })
+	done := make(chan uint64, 1)
+	go func() { done <- r.Uint64() }()
+	select {
+	case v := <-done:
+		assert.Equal(t, uint64(7), v)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the draw after a panicking one did not return: Rand's lock is still held")
+	}
 }

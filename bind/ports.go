@@ -112,9 +112,10 @@ func (r *Rand) Uint64() uint64 {
 		return rand.Uint64()
 	}
 	r.mu.Lock()
-	v := r.src.Uint64()
-	r.mu.Unlock()
-	return v
+	// Deferred: a source that panics must not leave every later draw
+	// waiting for the lock.
+	defer r.mu.Unlock()
+	return r.src.Uint64()
 }
 
 // Uint32 returns a random 32-bit value.

@@ -4,8 +4,9 @@
 // A Table holds bound sockets. Bind checks for conflicts (SO_REUSEADDR,
 // SO_REUSEPORT groups, bound devices, IPv4/IPv6 dual stack) and chooses an
 // ephemeral port for port 0; Connect sets a socket's peer; Close removes it;
-// Lookup finds the socket that receives a datagram, without locks and
-// without allocating.
+// Lookup finds the socket that receives a datagram, without allocating,
+// and without locks unless writers keep moving the sockets of its port
+// (see Lookup).
 //
 // A Table keeps two indexes, as Linux has since 2.6.33: a primary index
 // keyed by port and a secondary index keyed by (address, port), which grow
@@ -42,4 +43,25 @@
 // The table holds no kernel sockets. Package demux/serve runs one on the
 // host's UDP sockets: it reads datagrams from kernel sockets, looks each one
 // up in a Table and hands it to the socket's handler.
+//
+// # Callbacks that panic
+//
+// The table calls the caller's code back: Config.OnPort, Config.IsLocal,
+// Config.ZoneIndex and Config.Rand; a group's Selector, and the key
+// function given to Rendezvous; the yield function of LookupMulticast;
+// and the loop bodies of the iterators Multicast, Sockets, Ports and
+// Members.All. The table does not recover a panic in any of them: it goes
+// on to the caller of the method that called the callback, and it leaves
+// the table consistent on its way. No lock stays held, Verify passes, Len
+// and Stats count the sockets the table holds, and the next operation
+// works, on the same port as on any other.
+//
+// A write that the panic interrupts before it took effect is undone: a
+// Bind whose OnPort(port, true), IsLocal, ZoneIndex or Rand panics binds
+// nothing, as if OnPort had vetoed it (so OnPort(port, false) does not
+// follow, and the next bind on the port calls OnPort(port, true) again),
+// and a Connect whose ZoneIndex panics leaves the socket as it was. A
+// write that had taken effect is complete: a Close whose OnPort(port,
+// false) panics has closed the socket, and the port is out of use.
+// Lookups and iterations change nothing; a panic only cuts them short.
 package demux

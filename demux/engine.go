@@ -67,6 +67,7 @@ type writer[V any] interface {
 	setDevice(s *Socket[V], device int) error
 	close(s *Socket[V]) error
 	portSockets(port uint16, buf []*Socket[V]) []*Socket[V]
+	withPort(port uint16, f func())
 	verify(bad func(format string, args ...any)) map[*sock.Entry]bool
 }
 
@@ -79,4 +80,13 @@ type writes[V any, P locked, E engine[P]] struct {
 // verify is the engine's Verify.
 func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	return w.e.Verify(bad)
+}
+
+// withPort runs f with port locked, for a reader that writers kept from
+// finishing without the lock. f must not call back into the caller's
+// code: a callback that panicked or used the table would hold the lock.
+func (w *writes[V, P, E]) withPort(port uint16, f func()) {
+	h := w.e.LockPort(port)
+	defer w.e.Unlock(h)
+	f()
 }

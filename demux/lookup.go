@@ -12,7 +12,11 @@ import (
 // Lookup returns the socket that receives a unicast datagram from src to
 // dst arriving on interface ifindex, and the value attached to it; a nil
 // socket if none does. A v4-mapped src or dst stands for the IPv4 datagram.
-// It takes no lock and does not allocate.
+// It does not allocate, and takes no lock unless writers keep moving
+// sockets of dst's port (connect, disconnect, SetDevice) across each of
+// its few searches of the indexes: then it searches once more, with the
+// growing storage under the port's lock, with fixed Slots in the port's
+// primary chain, so that it returns whatever the writers do.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
 	var r *sock.Ref
@@ -87,8 +91,12 @@ func (t *Table[V]) found(r *sock.Ref, p lookup.Path) (*Socket[V], V) {
 // wildcard that reaches it, whose peer (if connected) is src, and whose
 // device (if any) is ifindex. Group membership is the caller's business: it
 // should filter the sockets by the groups they joined. Each socket is
-// yielded once, from a consistent view of the table. It takes no lock and,
-// for up to 16 receivers, does not allocate. A nil yield makes it a no-op.
+// yielded once, from a consistent view of the table. For up to 16
+// receivers it does not allocate. It takes no lock unless writers keep
+// moving sockets of dst's port across each of its few searches, and then
+// searches once more as Lookup does; either way it takes the time of one
+// search, after a few, whatever writers do. The table holds no lock while
+// yield runs. A nil yield makes it a no-op.
 func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield func(*Socket[V], V) bool) {
 	var q lookup.Query
 	if yield == nil || !q.Init(src, dst, ifindex) {
@@ -103,8 +111,12 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 	case t.strategy == OnePhase:
 		rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Primary
 	case t.strategy == TwoPhase:
-		rs, _ = t.tabs.MatchSecondary(&q, buf[:0], -1)
-		p = lookup.Secondary
+		var ok bool
+		if rs, ok = t.tabs.MatchSecondary(&q, buf[:0], -1); ok {
+			p = lookup.Secondary
+		} else {
+			rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Fallback
+		}
 	default:
 		rs, p = t.tabs.MatchHybrid(&q, buf[:0])
 	}
@@ -142,8 +154,8 @@ type Datagram struct {
 // answers are those of Lookup, one datagram at a time; with the growing
 // tables (the default) it works in stages over up to 64 datagrams at once,
 // so that their cache misses overlap. A datagram's Payload reaches the
-// selectors as with LookupDatagram. It takes no lock and does not
-// allocate.
+// selectors as with LookupDatagram. It does not allocate, and takes a lock
+// only as Lookup does.
 func (t *Table[V]) LookupBatch(ds []Datagram, out []*Socket[V]) int {
 	n := min(len(ds), len(out))
 	if t.g == nil || t.count {

@@ -25,8 +25,9 @@ import (
 // (TestReusePortRemap measures both). A selector that keeps flows in
 // place, such as Rendezvous, moves only about 1/n of them.
 type Group[V any] struct {
-	g *sock.Group
-	t *Table[V]
+	g    *sock.Group
+	t    *Table[V]
+	port uint16 // every member's, whose lock guards the group's writes
 }
 
 // Group returns the socket's SO_REUSEPORT group, and false if it is in
@@ -37,16 +38,28 @@ func (s *Socket[V]) Group() (Group[V], bool) {
 	if s.s.Closed.Load() || e == nil || e.Group == nil {
 		return Group[V]{}, false
 	}
-	return Group[V]{g: e.Group, t: s.h.t}, true
+	return Group[V]{g: e.Group, t: s.h.t, port: e.Port}, true
 }
 
-// Members returns a copy of the group's current members, in the group's
-// order (see Group): it does not change when members join or leave later.
+// Members returns a copy of the group's members: the sockets that were
+// its members at one moment during the call, each once, in the group's
+// order at that moment (see Group). It does not change when members join
+// or leave later. A socket that stayed a member throughout the call is
+// in it; one that left before the call, or joined after, is not.
+//
+// It takes no lock while it can copy the members between joins and
+// leaves; if these keep overlapping its copies, it copies once under the
+// lock of the group's port, as a bind does, so that it returns whatever
+// writers do.
 func (g Group[V]) Members() Members[V] {
 	if g.g == nil {
 		return Members[V]{}
 	}
-	return Members[V]{v: g.g.Snapshot()}
+	v, ok := g.g.Snapshot()
+	if !ok {
+		g.t.w.withPort(g.port, func() { v = g.g.SnapshotLocked() })
+	}
+	return Members[V]{v: v}
 }
 
 // Pick returns the member that receives the datagrams of the flow src →

@@ -103,7 +103,11 @@ type Config struct {
 	// (with fixed Slots, a lock that also covers the ports sharing its
 	// primary slot): OnPort must not bind, connect or close sockets of the
 	// table nor iterate its Sockets, which would deadlock. Lookups, Ports
-	// and Len take no lock and are safe.
+	// and Len are safe: a lookup takes a port's lock only while writers
+	// keep moving that port's sockets, which none can while OnPort holds
+	// it. A panic in OnPort reaches the
+	// caller of Bind or Close with the table consistent (see "Callbacks
+	// that panic" in the package documentation).
 	OnPort func(port uint16, inUse bool) error
 }
 

@@ -57,20 +57,24 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	t := w.t
 	var h P
-	if e.Port != 0 {
+	if o.Port != 0 {
 		h = w.e.LockPort(e.Port)
-		inUse, indexed := w.e.InUse(h, e)
-		t.stats.bindCheck(indexed)
-		if inUse {
-			w.e.Unlock(h)
-			return opError("bind", o, syscall.EADDRINUSE)
-		}
 	} else if h = w.e.Ephemeral(e); h == *new(P) {
 		return opError("bind", o, errNoPort)
 	}
+	// Deferred, so that an OnPort hook that panics in Claim leaves the
+	// port unlocked: nothing is published before Claim returns, so the
+	// bind is undone when its panic reaches the caller.
+	defer w.e.Unlock(h)
+	if o.Port != 0 {
+		inUse, indexed := w.e.InUse(h, e)
+		t.stats.bindCheck(indexed)
+		if inUse {
+			return opError("bind", o, syscall.EADDRINUSE)
+		}
+	}
 	// Port event 0→1, before publication; a veto leaves the table as is.
 	if err := t.occ.Claim(e.Port); err != nil {
-		w.e.Unlock(h)
 		return opError("bind", s.options(e), err)
 	}
 	e.Seq = t.seq.Add(1)
@@ -79,7 +83,6 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	// return it the moment it is linked.
 	s.s.Cur.Store(e)
 	w.e.Link(h, e)
-	w.e.Unlock(h)
 	t.n.Add(1)
 	return nil
 }
@@ -269,7 +272,10 @@ func (w *writes[V, P, E]) close(s *Socket[V]) error {
 	}
 	w.e.Unlink(h, e)
 	s.s.Closed.Store(true)
-	t.occ.Release(e.Port) // port event 1→0, after unlinking
+	// Counted out before the port event, so that an OnPort hook that
+	// panics finds the close complete: the socket is gone, and Len and
+	// Verify agree with the tables.
 	t.n.Add(-1)
+	t.occ.Release(e.Port) // port event 1→0, after unlinking
 	return nil
 }

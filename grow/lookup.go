@@ -54,38 +54,59 @@ func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 	return lookup.ReusePort(g.flowSeed, e, q)
 }
 
-// indexed searches the indexes for q.
+// indexed searches the indexes for q. A move on the port that began or
+// ended meanwhile may have hidden the answer, so it searches again, up to
+// sock.ReadTries times, and then once under the port's lock.
 func (g *Engine) indexed(pr *portSlot, q *lookup.Query) *sock.Face {
-	for {
-		seq := pr.list.Seq.Read()
-		b := lookup.NewBest()
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
-			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd, ok := g.getConn(k); ok {
-				// A connected socket bound to the destination beats
-				// every unconnected one; a key with one class has
-				// one candidate, its newest entry.
-				if hd.Rest == nil && lookup.Exact(&hd.First.Face, q) {
-					return &hd.First.Face
-				}
-				offer(&b, hd, q)
-				if b.Exact() {
-					return b.E
-				}
-			}
+	for range sock.ReadTries {
+		seq, ok := pr.list.Seq.TryRead()
+		if !ok {
+			continue
 		}
-		if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
-			offer(&b, hd, q)
-		}
-		if !b.Exact() && q.Dst != sock.Wild4 {
-			if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
-				offer(&b, hd, q)
-			}
-		}
-		if !pr.list.Seq.Changed(seq) {
-			return b.E
+		if e := g.search(pr, q); !pr.list.Seq.Changed(seq) {
+			return e
 		}
 	}
+	return g.searchLocked(pr, q)
+}
+
+// searchLocked is search under the lock of q's port, which keeps every
+// move out of it: the answer of a reader that moves kept from finishing
+// otherwise. The lock is released before the caller runs a selector.
+func (g *Engine) searchLocked(pr *portSlot, q *lookup.Query) *sock.Face {
+	p := g.LockPort(q.DstPort)
+	defer g.Unlock(p)
+	return g.search(pr, q)
+}
+
+// search is one search of the indexes for q, which a move on the port
+// may spoil: the caller checks the port's sequence count around it.
+func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
+	b := lookup.NewBest()
+	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
+		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+		if hd, ok := g.getConn(k); ok {
+			// A connected socket bound to the destination beats
+			// every unconnected one; a key with one class has
+			// one candidate, its newest entry.
+			if hd.Rest == nil && lookup.Exact(&hd.First.Face, q) {
+				return &hd.First.Face
+			}
+			offer(&b, hd, q)
+			if b.Exact() {
+				return b.E
+			}
+		}
+	}
+	if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
+		offer(&b, hd, q)
+	}
+	if !b.Exact() && q.Dst != sock.Wild4 {
+		if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
+			offer(&b, hd, q)
+		}
+	}
+	return b.E
 }
 
 // offer scores the head of each class of a key.
@@ -114,27 +135,49 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 		return rs, lookup.Primary
 	}
 	base := len(rs)
-	for {
+	// A move that began or ended meanwhile may have shown a receiver
+	// twice or not at all: search again, up to sock.ReadTries times, and
+	// then once under the port's lock.
+	for range sock.ReadTries {
 		rs = rs[:base]
-		seq := pr.list.Seq.Read()
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
-			k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
-			if hd, ok := g.getConn(k); ok {
-				rs = members(rs, heads(hd), q)
-			}
+		seq, ok := pr.list.Seq.TryRead()
+		if !ok {
+			continue
 		}
-		if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
-			rs = members(rs, heads(hd), q)
-		}
-		if q.Dst != sock.Wild4 {
-			if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
-				rs = members(rs, heads(hd), q)
-			}
-		}
+		rs = g.multicast(pr, q, rs)
 		if !pr.list.Seq.Changed(seq) {
 			return rs, lookup.Secondary
 		}
 	}
+	return g.multicastLocked(pr, q, rs[:base]), lookup.Secondary
+}
+
+// multicastLocked is multicast under the lock of q's port, as
+// searchLocked is search. The caller yields the receivers after.
+func (g *Engine) multicastLocked(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+	p := g.LockPort(q.DstPort)
+	defer g.Unlock(p)
+	return g.multicast(pr, q, rs)
+}
+
+// multicast appends the receivers of q that the indexes hold to rs, in
+// one search that a move on the port may spoil.
+func (g *Engine) multicast(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
+		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
+		if hd, ok := g.getConn(k); ok {
+			rs = members(rs, heads(hd), q)
+		}
+	}
+	if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
+		rs = members(rs, heads(hd), q)
+	}
+	if q.Dst != sock.Wild4 {
+		if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
+			rs = members(rs, heads(hd), q)
+		}
+	}
+	return rs
 }
 
 // members appends every member of the classes of hd that matches q.

@@ -17,7 +17,9 @@ func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
 // MatchSecondary appends the receivers of q found in its exact and
 // wildcard secondary slots. With limit ≥ 0 it gives up (false) on meeting a
 // slot longer than limit. It re-runs the search if a socket moved between
-// the two slots meanwhile, so that no socket is missed or seen twice.
+// the two slots meanwhile, so that no socket is missed or seen twice, up
+// to sock.ReadTries times; then it gives up too, and the caller matches
+// the primary chain (see twoPhase).
 func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
 	h2 := t.H2
 	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
@@ -27,10 +29,13 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 		return rs, false
 	}
 	base := len(rs)
-	for {
+	for range sock.ReadTries {
 		rs = rs[:base]
-		seq := exact.Seq.Read()
-		wseq := wild.Seq.Read()
+		seq, ok := exact.Seq.TryRead()
+		wseq, wok := wild.Seq.TryRead()
+		if !ok || !wok {
+			continue
+		}
 		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
 			if e := sock.OfSecondary(n); Matches(e, q) {
 				rs = append(rs, e)
@@ -47,6 +52,7 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 			return rs, true
 		}
 	}
+	return rs[:base], false
 }
 
 // MatchHybrid chooses between MatchPrimary and MatchSecondary by the

@@ -122,10 +122,12 @@ func (t *Tables) OnePhase(q *Query) *sock.Ref {
 }
 
 // TwoPhase searches the exact-address secondary slot, then the wildcard
-// one.
+// one; the port's primary chain if moves kept overlapping that search.
 func (t *Tables) TwoPhase(q *Query) *sock.Ref {
-	e, _ := t.twoPhase(q, -1)
-	return ReusePort(t.Seed, e, q)
+	if e, ok := t.twoPhase(q, -1); ok {
+		return ReusePort(t.Seed, e, q)
+	}
+	return t.OnePhase(q)
 }
 
 // Hybrid applies Linux 2.6.33's rule and reports the path it took.
@@ -142,17 +144,25 @@ func (t *Tables) Hybrid(q *Query) (*sock.Ref, Path) {
 
 // twoPhase searches the secondary slots. With limit ≥ 0 it gives up
 // (false) on meeting a slot longer than limit, as the hybrid rule wants.
+// It also gives up when a move between slots overlapped each of its
+// sock.ReadTries searches: the caller then scans the port's primary
+// chain, where a move replaces an entry in place, so that one scan is
+// exact whatever writers do, and no lookup takes a lock (a lookup made
+// from a port hook, which holds the port's slot locks, could not).
 func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 	h2 := t.H2
 	h, wh := h2.AddrHash(q.Dst), h2.WildHash()
 	i := h2.Index(h, q.DstPort)
 	w := h2.Index(wh, q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
-	for {
+	for range sock.ReadTries {
 		if limit >= 0 && exact.Chain.Len() > limit {
 			return nil, false
 		}
-		seq := exact.Seq.Read()
+		seq, ok := exact.Seq.TryRead()
+		if !ok {
+			continue
+		}
 		b := NewBest()
 		switch sum := h2.Summary(i); {
 		case !sum.MayHold(h, wh):
@@ -175,4 +185,5 @@ func (t *Tables) twoPhase(q *Query, limit int) (*sock.Face, bool) {
 			return b.E, true
 		}
 	}
+	return nil, false
 }

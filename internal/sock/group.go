@@ -13,6 +13,12 @@ import (
 // from the array without a lock.
 type Group struct {
 	arr atomic.Pointer[members]
+	// ver is odd while a join or leave is under way, and grows by two
+	// with each: a snapshot that saw the same even ver before and after
+	// its copy copied the members of one moment. A leave rewrites a slot
+	// and then the count, and a copy made across the two lists the last
+	// member twice.
+	ver atomic.Uint64
 	// pos is each member's index in arr. Guarded by the primary slot lock
 	// of the group's port, like every write to the group.
 	pos map[*Entry]int
@@ -108,9 +114,40 @@ func (v View) Ref(i int) Ref {
 	return m.es[i].Load().Ref
 }
 
-// Snapshot returns a View of a copy of the members, which later joins
-// and leaves leave alone. It copies the array of one moment.
-func (g *Group) Snapshot() View {
+// ReadTries bounds the lock-free attempts of a read that starts over
+// when a writer changed what it read meanwhile: a snapshot of a group, a
+// lookup or multicast search that met a move. A reader that reaches it
+// takes the lock of the port it reads, which keeps writers out for one
+// attempt, so that a writer that never stops cannot starve it.
+const ReadTries = 4
+
+// Snapshot returns a View of a copy of the members of one moment of the
+// call, each once, in the group's order then; later joins and leaves
+// leave it alone. It reports false, with nothing copied, if joins and
+// leaves overlapped each of its ReadTries attempts: the caller then takes
+// the lock of the group's port and calls SnapshotLocked.
+func (g *Group) Snapshot() (View, bool) {
+	for range ReadTries {
+		v := g.ver.Load()
+		if v&1 != 0 {
+			spin()
+			continue
+		}
+		c := g.copyMembers()
+		if g.ver.Load() == v {
+			return c, true
+		}
+	}
+	return View{}, false
+}
+
+// SnapshotLocked is Snapshot for a caller that holds the primary slot
+// lock of the group's port, under which no member joins or leaves.
+func (g *Group) SnapshotLocked() View { return g.copyMembers() }
+
+// copyMembers copies the array as it reads it, slot by slot: the members
+// of one moment only if no join or leave overlaps it.
+func (g *Group) copyMembers() View {
 	m := g.arr.Load()
 	if m == nil {
 		return View{}
@@ -262,6 +299,8 @@ func (g *Group) Members() []*Entry {
 
 // Add appends e. The caller holds the primary slot lock of the group's port.
 func (g *Group) Add(e *Entry) {
+	g.ver.Add(1)
+	defer g.ver.Add(1)
 	m := g.arr.Load()
 	var n int32
 	if m != nil {
@@ -306,6 +345,8 @@ func (g *Group) Remove(e *Entry) int {
 	if m == nil || !ok {
 		return g.Len()
 	}
+	g.ver.Add(1)
+	defer g.ver.Add(1)
 	delete(g.pos, e)
 	last := m.n.Load() - 1
 	if int32(i) != last {
@@ -337,6 +378,9 @@ func (g *Group) Verify(where string, bad func(format string, args ...any)) {
 	}
 	if m.seq.Load()&1 != 0 {
 		bad("%s: sequence count odd with no write in flight", where)
+	}
+	if g.ver.Load()&1 != 0 {
+		bad("%s: version odd with no join or leave in flight", where)
 	}
 	v, k := View{m: m, n: n}, m.kind()
 	for i := range n {

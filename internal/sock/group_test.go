@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,7 @@ func TestGroupRefs(t *testing.T) {
 			}
 			v := g.View()
 			require.Equal(t, len(tc.want), v.Len())
-			snap := g.Snapshot()
+			snap, _ := g.Snapshot()
 			for i, k := range tc.want {
 				require.Same(t, es[k], v.At(i), "member %d", i)
 				require.Equal(t, es[k].Ref, v.Ref(i), "member %d", i)
@@ -109,7 +110,8 @@ func TestGroupCells(t *testing.T) {
 				g.Add(es[k])
 			}
 			require.Equal(t, tc.want, g.arr.Load().kind())
-			v, snap := g.View(), g.Snapshot()
+			v := g.View()
+			snap, _ := g.Snapshot()
 			require.Equal(t, len(es), v.Len())
 			for i, e := range es {
 				require.Equal(t, e.Ref, v.Ref(i), "member %d", i)
@@ -203,5 +205,165 @@ func TestGroupVerify(t *testing.T) {
 			require.NotEmpty(t, got)
 			require.Contains(t, strings.Join(got, "\n"), tc.want)
 		})
+	}
+}
+
+// TestSnapshotOneMoment holds what Snapshot promises while members join
+// and leave: the members of one moment of the call, each once. A writer
+// replaces random members, under a lock that a snapshot that gives up
+// takes, as the port's lock is taken in package demux; it stamps each
+// join and leave with a clock, so that a reader can tell whether some
+// moment between its clock readings had exactly the members it copied.
+// Without the version check a leave's slot rewrite and its count, seen
+// across a copy, list the last member twice.
+func TestSnapshotOneMoment(t *testing.T) {
+	const (
+		size    = 14
+		stable  = 4 // members 0..3 never leave
+		maxOps  = 1 << 19
+		wantOK  = 5000
+		maxRead = 200000
+	)
+	join := make([]atomic.Int64, maxOps)
+	leave := make([]atomic.Int64, maxOps)
+	socks := make([]Socket, maxOps)
+	g := new(Group)
+	in := make([]*Entry, 0, size) // the members, guarded by mu
+	newMember := func(k int) *Entry {
+		return &Entry{Face: Face{Ref: Ref{Sock: &socks[k], Word: uint64(k)}}}
+	}
+	for k := range size {
+		e := newMember(k)
+		in = append(in, e)
+		g.Add(e)
+	}
+	var (
+		mu    sync.Mutex
+		clock atomic.Int64 // the last join or leave begun; state c follows the c-th
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		next := size
+		for i := 0; !stop.Load() && next < maxOps; i++ {
+			mu.Lock()
+			j := stable + i*7%(size-stable)
+			e := in[j]
+			leave[e.Ref.Word].Store(clock.Add(1))
+			g.Remove(e)
+			e = newMember(next)
+			next++
+			join[e.Ref.Word].Store(clock.Add(1))
+			g.Add(e)
+			in[j] = e
+			mu.Unlock()
+		}
+		stop.Store(true)
+	}()
+	ok, locked, reads := 0, 0, 0
+	var bad []string
+	for ; ok < wantOK && reads < maxRead && !stop.Load() && len(bad) < 5; reads++ {
+		c := clock.Load()
+		v, done := g.Snapshot()
+		if !done {
+			mu.Lock()
+			v = g.SnapshotLocked()
+			mu.Unlock()
+			locked++
+		}
+		d := clock.Load()
+		lo, hi := c-1, d // the states the call may have seen
+		seen := map[uint64]bool{}
+		for i := range v.Len() {
+			k := v.At(i).Ref.Word
+			if seen[k] {
+				bad = append(bad, fmt.Sprintf("member %d twice in %d", k, v.Len()))
+			}
+			seen[k] = true
+			lo = max(lo, join[k].Load())
+			if l := leave[k].Load(); l != 0 {
+				hi = min(hi, l-1)
+			}
+		}
+		for k := range stable {
+			if !seen[uint64(k)] {
+				bad = append(bad, fmt.Sprintf("stable member %d missing", k))
+			}
+		}
+		// State s has size-1 members after a leave (odd s), size after
+		// a join.
+		fits := func(s int64) bool { return v.Len() == size-int(s&1) }
+		if lo > hi || lo == hi && !fits(lo) || lo < hi && v.Len() != size && v.Len() != size-1 {
+			bad = append(bad, fmt.Sprintf("%d members, no moment of states %d..%d had them", v.Len(), c-1, d))
+		}
+		if !done {
+			continue
+		}
+		ok++
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Empty(t, bad, "after %d snapshots (%d under the lock)", reads, locked)
+	require.NotZero(t, ok)
+	t.Logf("%d snapshots, %d under the lock", reads, locked)
+}
+
+// TestSnapshotBesideEndlessChurn: a snapshot returns beside a writer that
+// is in a join or leave all the time but for an instant, and lets go of
+// the lock that guards the group's writes (the port's, in package demux)
+// between two stretches of work. The group is large, so that no copy
+// fits in that instant: a snapshot that waited for a moment without a
+// join or leave, or retried until one, would wait for as long as the
+// writer goes on.
+func TestSnapshotBesideEndlessChurn(t *testing.T) {
+	const size = 3000
+	g, es, _ := groupOf(size)
+	var mu sync.Mutex
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	started := make(chan struct{})
+	go func() {
+		defer wg.Done()
+		mu.Lock()
+		g.ver.Add(1)
+		close(started)
+		for !stop.Load() {
+			for start := time.Now(); time.Since(start) < time.Millisecond; {
+			}
+			mu.Unlock()
+			mu.Lock()
+			g.ver.Add(2)
+		}
+		g.ver.Add(1)
+		mu.Unlock()
+	}()
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	<-started
+	for range 5 {
+		done := make(chan View, 1)
+		go func() {
+			v, ok := g.Snapshot()
+			if !ok {
+				mu.Lock()
+				v = g.SnapshotLocked()
+				mu.Unlock()
+			}
+			done <- v
+		}()
+		select {
+		case v := <-done:
+			require.Equal(t, size, v.Len())
+			for i := range size {
+				require.Same(t, es[i], v.At(i))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the snapshot did not return beside a writer that never stops")
+		}
 	}
 }

@@ -25,6 +25,18 @@ func (s *SeqCount) Read() uint32 {
 	}
 }
 
+// TryRead returns the count and true if no move is under way; if one
+// is, it yields once, for the mover to finish, and returns false. A
+// reader that bounds its attempts counts a false as one: Read would wait
+// for as long as writers keep moving.
+func (s *SeqCount) TryRead() (uint32, bool) {
+	if v := s.v.Load(); v&1 == 0 {
+		return v, true
+	}
+	spin()
+	return 0, false
+}
+
 // Moving reports whether a move is under way, without waiting for it:
 // for checks made when no write should be in flight, where Read would
 // wait forever on a count a writer left odd.

@@ -1,0 +1,142 @@
+package lookup
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/hash1"
+	"github.com/udpdemux/udpdemux/hash2"
+	"github.com/udpdemux/udpdemux/internal/sock"
+)
+
+// TestSearchBesideEndlessMoves: a search of the secondary slots returns,
+// with the right answer, beside a writer that is in a move between them
+// nearly all the time, without pause: a reader that waits for a moment
+// without a move, or retries until one, waits for as long as the writer
+// goes on. The slots are long, so that a search cannot fit between two
+// moves: a thousand wildcard sockets, each bound to its own device for
+// the unicast lookups, and receivers all for the multicast ones.
+func TestSearchBesideEndlessMoves(t *testing.T) {
+	const sockets = 1000
+	const unicastDst, multicastDst = "10.0.0.2:53", "239.1.1.1:53"
+	src := "192.0.2.1:1000"
+	for _, tc := range []struct {
+		name    string
+		dst     string
+		devices bool // the unicast shape: a device each
+		search  func(tabs *Tables, q *Query) []*sock.Socket
+	}{
+		{name: "TwoPhase", dst: unicastDst, devices: true, search: func(tabs *Tables, q *Query) []*sock.Socket {
+			return refs(tabs.TwoPhase(q))
+		}},
+		{name: "Hybrid", dst: unicastDst, devices: true, search: func(tabs *Tables, q *Query) []*sock.Socket {
+			r, _ := tabs.Hybrid(q)
+			return refs(r)
+		}},
+		{name: "MatchHybrid", dst: multicastDst, search: func(tabs *Tables, q *Query) []*sock.Socket {
+			rs, _ := tabs.MatchHybrid(q, nil)
+			return socks(rs)
+		}},
+		{name: "MatchSecondary", dst: multicastDst, search: func(tabs *Tables, q *Query) []*sock.Socket {
+			// As package demux's two-phase strategy does.
+			rs, ok := tabs.MatchSecondary(q, nil, -1)
+			if !ok {
+				rs = tabs.MatchPrimary(q, rs)
+			}
+			return socks(rs)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h1, err := hash1.New(256)
+			require.NoError(t, err)
+			h2, err := hash2.New(256, 7)
+			require.NoError(t, err)
+			tabs := &Tables{H1: h1, H2: h2, Threshold: 10}
+			var last *sock.Entry
+			for i := range sockets + 1 {
+				var dev int32
+				if tc.devices && i < sockets {
+					dev = int32(i + 1)
+				}
+				e := named(t, "0.0.0.0", dev, uint64(i+1))
+				e.Flags |= sock.ReuseAddr
+				h1.Slot(e.Port).Chain.PushFront(&e.N1)
+				h2.Push(h2.IndexOf(e), e)
+				last = e
+			}
+			q := query(t, src, tc.dst, 1000000)
+			want := []*sock.Socket{last.Ref.Sock}
+			if !tc.devices {
+				want = want[:0]
+				for n := h1.Slot(53).Chain.First(); n != nil; n = n.Next.Load() {
+					want = append(want, sock.OfPrimary(n).Ref.Sock)
+				}
+			}
+			exact, wild := h2.At(h2.Index(h2.AddrHash(q.Dst), 53)), h2.At(h2.Index(h2.WildHash(), 53))
+			require.NotSame(t, exact, wild, "pick another seed")
+
+			var stop atomic.Bool
+			var wg sync.WaitGroup
+			wg.Add(1)
+			started := make(chan struct{})
+			go func() {
+				defer wg.Done()
+				exact.Seq.Begin()
+				wild.Seq.Begin()
+				close(started)
+				for !stop.Load() {
+					moveFor(5 * time.Millisecond)
+					wild.Seq.End()
+					exact.Seq.End()
+					exact.Seq.Begin()
+					wild.Seq.Begin()
+				}
+				wild.Seq.End()
+				exact.Seq.End()
+			}()
+			defer func() {
+				stop.Store(true)
+				wg.Wait()
+			}()
+			<-started
+			for range 5 {
+				done := make(chan []*sock.Socket, 1)
+				go func() { done <- tc.search(tabs, q) }()
+				select {
+				case got := <-done:
+					assert.ElementsMatch(t, want, got)
+				case <-time.After(5 * time.Second):
+					t.Fatal("the search did not return beside a writer that never stops")
+				}
+			}
+		})
+	}
+}
+
+// refs returns r's socket, if any.
+func refs(r *sock.Ref) []*sock.Socket {
+	if r == nil {
+		return nil
+	}
+	return []*sock.Socket{r.Sock}
+}
+
+// socks returns the entries' sockets.
+func socks(es []*sock.Entry) []*sock.Socket {
+	out := make([]*sock.Socket, len(es))
+	for i, e := range es {
+		out[i] = e.Ref.Sock
+	}
+	return out
+}
+
+// moveFor busies the caller for about d, as a move's work would.
+func moveFor(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}
