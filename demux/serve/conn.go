@@ -65,7 +65,8 @@ import (
 // datagram per call through ReadFrom and WriteTo, and its receive-buffer
 // check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
 // goes straight to the shared kernel socket, whose send buffer
-// (SO_SNDBUF) is the port's, not the Conn's.
+// (SO_SNDBUF) is the port's, not the Conn's. (quic-go logs that once;
+// QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true silences it.)
 //
 // Close ends every read and write with an error that wraps
 // net.ErrClosed; so does closing the socket through the table (writes
