@@ -513,9 +513,6 @@ func TestConnBadInput(t *testing.T) {
 // net.PacketConn contract returns. The server's reader allocates nothing
 // per datagram: its buffers come from a pool that the Conn's reads refill.
 func TestConnAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
 	cs := newConnServer(t)
 	c := cs.listen(t, "127.0.0.2", 0)
 	cl := client(t, "127.0.0.9")
