@@ -25,7 +25,8 @@ import (
 // next batch into a fresh one, and a read copies the payload into the
 // caller's buffer, the one copy the net.PacketConn contract leaves. A
 // datagram longer than the caller's buffer is truncated, as on a kernel
-// socket (ReadMsgUDP reports MSG_TRUNC). The queue holds at most the
+// socket (ReadMsgUDP reports MSG_TRUNC); one longer than
+// Options.MaxDatagram never reaches the Conn (Stats.Truncated counts it). The queue holds at most the
 // bytes SetReadBuffer allows; datagrams beyond that are dropped and
 // counted (Drops, and Stats.ConnDrops).
 //
