@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -122,10 +123,14 @@ func quicEchoServer(ctx context.Context, ln *quic.Listener) {
 }
 
 // quicEcho dials addr from a kernel socket of its own, sends echoSize
-// random bytes on a stream and checks that the same bytes come back.
-func quicEcho(ctx context.Context, t *testing.T, addr netip.AddrPort, clientTLS *tls.Config) time.Duration {
+// random bytes on a stream and checks that the same bytes come back. It
+// runs beside the test's goroutine, so it returns its error rather than
+// fail the test itself.
+func quicEcho(ctx context.Context, addr netip.AddrPort, clientTLS *tls.Config) (time.Duration, error) {
 	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	tr := &quic.Transport{Conn: udp}
 	defer func() {
 		_ = tr.Close()
@@ -133,10 +138,14 @@ func quicEcho(ctx context.Context, t *testing.T, addr netip.AddrPort, clientTLS 
 	}()
 	start := time.Now()
 	conn, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), clientTLS, &quic.Config{})
-	require.NoError(t, err, "handshake")
+	if err != nil {
+		return 0, fmt.Errorf("handshake: %w", err)
+	}
 	defer func() { _ = conn.CloseWithError(0, "done") }()
 	st, err := conn.OpenStreamSync(ctx)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	data := make([]byte, echoSize)
 	_, _ = rand.Read(data)
 	werr := make(chan error, 1)
@@ -145,11 +154,13 @@ func quicEcho(ctx context.Context, t *testing.T, addr netip.AddrPort, clientTLS 
 		werr <- errors.Join(err, st.Close())
 	}()
 	got, err := io.ReadAll(st)
-	require.NoError(t, err)
-	require.NoError(t, <-werr)
-	require.Equal(t, len(data), len(got))
-	require.True(t, bytes.Equal(data, got), "the echo differs")
-	return time.Since(start)
+	if err := errors.Join(err, <-werr); err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(data, got) {
+		return 0, fmt.Errorf("the echo differs: %d bytes back of %d", len(got), len(data))
+	}
+	return time.Since(start), nil
 }
 
 // dnsAnswerer answers every TXT question with name.
@@ -257,14 +268,14 @@ func TestOnePort(t *testing.T) {
 	}
 
 	// Everything at once: the echo, and queries to each server meanwhile.
-	echoed := make(chan time.Duration, 1)
+	type echoResult struct {
+		took time.Duration
+		err  error
+	}
+	echoed := make(chan echoResult, 1)
 	go func() {
-		defer func() {
-			if recover() != nil || t.Failed() {
-				close(echoed)
-			}
-		}()
-		echoed <- quicEcho(ctx, t, netip.AddrPortFrom(ip("127.0.0.2"), port), clientTLS)
+		took, err := quicEcho(ctx, netip.AddrPortFrom(ip("127.0.0.2"), port), clientTLS)
+		echoed <- echoResult{took, err}
 	}()
 	at := func(a string) netip.AddrPort { return netip.AddrPortFrom(ip(a), port) }
 	plainClient, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(at("127.0.0.4")))
@@ -286,9 +297,9 @@ func TestOnePort(t *testing.T) {
 			assert.Equal(t, at("127.0.0.6"), replySource(t, at("127.0.0.6")))
 		}
 		select {
-		case d, ok := <-echoed:
-			require.True(t, ok, "the QUIC echo failed")
-			t.Logf("16 MiB QUIC echo: %v; %d rounds of queries meanwhile", d, i+1)
+		case r := <-echoed:
+			require.NoError(t, r.err, "the QUIC echo")
+			t.Logf("16 MiB QUIC echo: %v; %d rounds of queries meanwhile", r.took, i+1)
 			goto closing
 		case <-ctx.Done():
 			t.Fatal("the QUIC echo did not finish in time")

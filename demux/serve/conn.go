@@ -25,7 +25,8 @@ import (
 // next batch into a fresh one, and a read copies the payload into the
 // caller's buffer, the one copy the net.PacketConn contract leaves. A
 // datagram longer than the caller's buffer is truncated, as on a kernel
-// socket (ReadMsgUDP reports MSG_TRUNC). The queue holds at most the
+// socket (ReadMsgUDP reports MSG_TRUNC); one longer than
+// Options.MaxDatagram never reaches the Conn (Stats.Truncated counts it). The queue holds at most the
 // bytes SetReadBuffer allows; datagrams beyond that are dropped and
 // counted (Drops, and Stats.ConnDrops).
 //
@@ -65,7 +66,8 @@ import (
 // datagram per call through ReadFrom and WriteTo, and its receive-buffer
 // check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
 // goes straight to the shared kernel socket, whose send buffer
-// (SO_SNDBUF) is the port's, not the Conn's.
+// (SO_SNDBUF) is the port's, not the Conn's. (quic-go logs that once;
+// QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true silences it.)
 //
 // Close ends every read and write with an error that wraps
 // net.ErrClosed; so does closing the socket through the table (writes

@@ -513,9 +513,6 @@ func TestConnBadInput(t *testing.T) {
 // net.PacketConn contract returns. The server's reader allocates nothing
 // per datagram: its buffers come from a pool that the Conn's reads refill.
 func TestConnAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
 	cs := newConnServer(t)
 	c := cs.listen(t, "127.0.0.2", 0)
 	cl := client(t, "127.0.0.9")
@@ -652,4 +649,47 @@ func TestConnReadBatch(t *testing.T) {
 	require.NoError(t, c.SetReadDeadline(time.Now()))
 	_, err = c.ReadBatch(ms, 0)
 	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+}
+
+// TestSteerByPayload: the server hands each datagram's payload to the
+// table's lookup, so that a group's selector steers by it: here the first
+// byte names the member, whatever the sender's address.
+func TestSteerByPayload(t *testing.T) {
+	cs := newConnServer(t)
+	first := cs.listen(t, "127.0.0.2", 0)
+	require.NoError(t, first.Close())
+	port := portOf(first)
+	tbl := cs.srv.Table()
+	var members []*serve.Conn
+	var g demux.Group[string]
+	for _, name := range []string{"m0", "m1"} {
+		sk, err := tbl.Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port, ReusePort: true}, name)
+		require.NoError(t, err)
+		g, _ = sk.Group()
+		c, err := cs.srv.SocketConn(sk)
+		require.NoError(t, err)
+		members = append(members, c)
+	}
+	g.SetSelector(func(d demux.Datagram, _ uint32, m demux.Members[string]) int {
+		if len(d.Payload) == 0 {
+			return -1
+		}
+		return int(d.Payload[0]) % m.Len()
+	})
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+	for i := range 20 {
+		cl := client(t, fmt.Sprintf("127.0.2.%d", i+1))
+		_, err := cl.WriteToUDPAddrPort([]byte{byte(i % 2), byte(i)}, dst)
+		require.NoError(t, err)
+	}
+	for w, c := range members {
+		for range 10 {
+			require.NoError(t, c.SetReadDeadline(time.Now().Add(3*time.Second)))
+			b := make([]byte, 8)
+			n, _, err := c.ReadFrom(b)
+			require.NoError(t, err, "member %d", w)
+			require.Equal(t, 2, n)
+			assert.Equal(t, byte(w), b[0], "datagram %d reached member %d", b[1], w)
+		}
+	}
 }

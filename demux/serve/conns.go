@@ -34,7 +34,11 @@ type conns[V any] struct {
 // connOf returns the Conn of s, or nil.
 func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
 	cs := &s.conns
-	if cs.n.Load() == 0 && cs.attaching.Load() == 0 {
+	// attaching first: a reader that found sk, and then sees no
+	// ListenPacket attaching, sees the count that sk's registration (if
+	// any) raised before its ListenPacket ended. Loaded the other way
+	// round, both can read 0 across one ListenPacket's end.
+	if cs.attaching.Load() == 0 && cs.n.Load() == 0 {
 		return nil
 	}
 	if c, ok := cs.by.Load(sk); ok {
@@ -43,9 +47,11 @@ func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
 	if cs.attaching.Load() != 0 {
 		cs.mu.Lock()
 		cs.mu.Unlock() //nolint:staticcheck // waits for the attaching ListenPacket
-		if c, ok := cs.by.Load(sk); ok {
-			return c.(*Conn)
-		}
+	}
+	// Again in either case: sk's ListenPacket may have registered it and
+	// ended between the first look and the count.
+	if c, ok := cs.by.Load(sk); ok {
+		return c.(*Conn)
 	}
 	return nil
 }
