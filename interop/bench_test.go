@@ -16,6 +16,7 @@ import (
 
 	"github.com/udpdemux/udpdemux/demux"
 	"github.com/udpdemux/udpdemux/demux/serve"
+	"github.com/udpdemux/udpdemux/interop/services"
 )
 
 // The benchmarks run the same server over a kernel *net.UDPConn and over
@@ -68,7 +69,7 @@ func BenchmarkQUICEcho(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			go quicEchoServer(ctx, ln)
+			go services.QUICEchoServer(ctx, ln)
 			udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
 			if err != nil {
 				b.Fatal(err)
@@ -114,7 +115,7 @@ func BenchmarkDNS(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			pc, addr, done := serverConn(b, kind)
 			started := make(chan struct{})
-			ds := &dns.Server{PacketConn: pc, Handler: dnsAnswerer(kind), NotifyStartedFunc: func() { close(started) }}
+			ds := &dns.Server{PacketConn: pc, Handler: services.DNSAnswerer(kind), NotifyStartedFunc: func() { close(started) }}
 			go func() { _ = ds.ActivateAndServe() }()
 			<-started
 			q := new(dns.Msg)

@@ -5,18 +5,10 @@
 package interop_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
-	"fmt"
-	"io"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -33,6 +25,7 @@ import (
 
 	"github.com/udpdemux/udpdemux/demux"
 	"github.com/udpdemux/udpdemux/demux/serve"
+	"github.com/udpdemux/udpdemux/interop/services"
 )
 
 // testTimeout bounds each test: every blocking call below takes a
@@ -49,28 +42,11 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// tlsConfigs returns a server config with a fresh self-signed
-// certificate and a client config that trusts it.
+// tlsConfigs returns services.TLSConfigs' configs, or ends the test.
 func tlsConfigs(t testing.TB) (*tls.Config, *tls.Config) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	server, client, err := services.TLSConfigs()
 	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "udpdemux interop"},
-		DNSNames:     []string{"localhost"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, NextProtos: []string{"echo"}},
-		&tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{"echo"}}
+	return server, client
 }
 
 // goroutinesOf counts the goroutines whose stacks mention pkg.
@@ -100,80 +76,23 @@ func requireGone(t *testing.T, pkg string) {
 		"goroutines of %s left: %d", pkg, goroutinesOf(pkg))
 }
 
-// quicEchoServer accepts connections on ln and echoes every stream.
-func quicEchoServer(ctx context.Context, ln *quic.Listener) {
-	for {
-		conn, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		go func() {
-			for {
-				st, err := conn.AcceptStream(ctx)
-				if err != nil {
-					return
-				}
-				go func() {
-					_, _ = io.Copy(st, st)
-					_ = st.Close()
-				}()
-			}
-		}()
-	}
-}
-
 // quicEcho dials addr from a kernel socket of its own, sends echoSize
 // random bytes on a stream and checks that the same bytes come back. It
 // runs beside the test's goroutine, so it returns its error rather than
 // fail the test itself.
 func quicEcho(ctx context.Context, addr netip.AddrPort, clientTLS *tls.Config) (time.Duration, error) {
-	udp, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
-	if err != nil {
-		return 0, err
-	}
-	tr := &quic.Transport{Conn: udp}
-	defer func() {
-		_ = tr.Close()
-		_ = udp.Close()
-	}()
 	start := time.Now()
-	conn, err := tr.Dial(ctx, net.UDPAddrFromAddrPort(addr), clientTLS, &quic.Config{})
-	if err != nil {
-		return 0, fmt.Errorf("handshake: %w", err)
-	}
-	defer func() { _ = conn.CloseWithError(0, "done") }()
-	st, err := conn.OpenStreamSync(ctx)
+	c, err := services.DialQUICEcho(ctx, netip.MustParseAddr("127.0.0.9"), addr, clientTLS)
 	if err != nil {
 		return 0, err
 	}
+	defer c.Close()
 	data := make([]byte, echoSize)
 	_, _ = rand.Read(data)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := st.Write(data)
-		werr <- errors.Join(err, st.Close())
-	}()
-	got, err := io.ReadAll(st)
-	if err := errors.Join(err, <-werr); err != nil {
+	if err := c.Echo(ctx, data); err != nil {
 		return 0, err
 	}
-	if !bytes.Equal(data, got) {
-		return 0, fmt.Errorf("the echo differs: %d bytes back of %d", len(got), len(data))
-	}
 	return time.Since(start), nil
-}
-
-// dnsAnswerer answers every TXT question with name.
-func dnsAnswerer(name string) dns.HandlerFunc {
-	return func(w dns.ResponseWriter, q *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(q)
-		m.Answer = append(m.Answer, &dns.TXT{
-			Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
-			Txt: []string{name},
-		})
-		_ = w.WriteMsg(m)
-	}
 }
 
 // dnsAsk queries addr with a miekg/dns client, whose connected socket
@@ -248,7 +167,7 @@ func TestOnePort(t *testing.T) {
 	qdone := make(chan struct{})
 	go func() {
 		defer close(qdone)
-		quicEchoServer(ctx, ln)
+		services.QUICEchoServer(ctx, ln)
 	}()
 
 	var dnsServers []*dns.Server
@@ -257,7 +176,7 @@ func TestOnePort(t *testing.T) {
 		name string
 	}{{dnsConn, "specific"}, {wildConn, "wildcard"}} {
 		started := make(chan struct{})
-		ds := &dns.Server{PacketConn: s.conn, Handler: dnsAnswerer(s.name), NotifyStartedFunc: func() { close(started) }}
+		ds := &dns.Server{PacketConn: s.conn, Handler: services.DNSAnswerer(s.name), NotifyStartedFunc: func() { close(started) }}
 		go func() { _ = ds.ActivateAndServe() }()
 		select {
 		case <-started:
