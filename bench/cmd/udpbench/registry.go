@@ -20,6 +20,7 @@ const (
 	scBatch         scenarioID = "batch"
 	scAliasing      scenarioID = "aliasing"
 	scLoopback      scenarioID = "loopback"
+	scServices      scenarioID = "services"
 	scEverywhere    scenarioID = "everywhere"
 )
 
@@ -52,6 +53,7 @@ var scenarios = []scenario{
 	{scBatch, "Batch lookups (default Config)", (*runner).batch, (*runner).batchGoals},
 	{scAliasing, "Port aliasing attack", (*runner).aliasing, (*runner).aliasingGoals},
 	{scLoopback, "Loopback: the 2009 tester on real sockets", (*runner).loopback, (*runner).loopbackGoals},
+	{scServices, "Services: quic-go and miekg/dns on serve.Conns and on kernel sockets", (*runner).services, (*runner).servicesGoals},
 	// Goals that hold for the figures of every scenario.
 	{scEverywhere, "", nil, (*runner).everywhereGoals},
 }
