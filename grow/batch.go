@@ -32,7 +32,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Socket) {
 			chs[nc] = g.connHash(&connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort})
 			nc++
 		}
-		ahs[na] = g.addrHash(addrKey{q.Dst, q.DstPort})
+		ahs[na] = g.addrHash(addrKey{q.Dst, q.DstPort, 0})
 		na++
 	}
 	g.warmBatch(ahs[:na], chs[:nc])

@@ -43,7 +43,7 @@ func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket)
 			chs[nc] = g.connHash4(t.Dst, t.Src, t.DstPort, t.SrcPort)
 			nc++
 		}
-		ahs[na] = g.addrHash(addrKey{sock.Map4(t.Dst), t.DstPort})
+		ahs[na] = g.addrHash(addrKey{sock.Map4(t.Dst), t.DstPort, 0})
 		na++
 	}
 	g.warmBatch(ahs[:na], chs[:nc])

@@ -24,10 +24,15 @@ const (
 // strategy's bind checks read a summary instead of scanning the port.
 const hybridSummaryMin = 64
 
-// addrKey keys the addrs index.
+// addrKey keys the addrs index. An entry bound to a device is keyed by its
+// device as well, so that sockets that differ only by device (one per VRF,
+// tunnel or tenant interface) are as many keys, not as many classes of one
+// key: a lookup reads the key of the datagram's interface and the key of
+// no device, and never the others.
 type addrKey struct {
 	addr sock.Addr16
 	port uint16
+	dev  int32
 }
 
 // connKey keys the 4-tuple index.
@@ -41,7 +46,7 @@ type connKey struct {
 // rebuilding the whole key and comparing it cost a connected lookup about
 // 10 ns.
 func addrIs(e *sock.Entry, k addrKey) bool {
-	return e.Port == k.port && sock.KeyOf(e.Flags, e.V4, e.V6) == k.addr
+	return e.Port == k.port && e.Device == k.dev && sock.KeyOf(e.Flags, e.V4, e.V6) == k.addr
 }
 
 // connIs reports whether e, the first head of a key of conns, is stored
@@ -54,7 +59,7 @@ func connIs(e *sock.Entry, k connKey) bool {
 // addrKeyOf and connKeyOf return the key e is stored under, for Verify's
 // reports.
 func addrKeyOf(e *sock.Entry) addrKey {
-	return addrKey{sock.KeyOf(e.Flags, e.V4, e.V6), e.Port}
+	return addrKey{sock.KeyOf(e.Flags, e.V4, e.V6), e.Port, e.Device}
 }
 
 func connKeyOf(e *sock.Entry) connKey {
@@ -83,6 +88,11 @@ type portSlot struct {
 	// peers filters the sources of datagrams that may have a socket of
 	// the port in the 4-tuple index; nil until the first one enters it.
 	peers atomic.Pointer[peerFilter]
+	// devs counts the port's entries in addrs that are keyed by a
+	// device. While it is 0, a lookup reads no device's key. A writer
+	// counts an entry before publishing it and uncounts it after
+	// removing it, under the port's lock.
+	devs atomic.Int32
 }
 
 // Port is one port's record for writers. It exists while the port holds a
@@ -169,11 +179,20 @@ func (g *Engine) addrHash(k addrKey) uint64 {
 		return g.addrHash6(k)
 	}
 	x := uint64(k.addr.V4())<<16 | uint64(k.port)
-	return fold(fold(x^g.seed, g.mulA)^g.mulP, x^g.mulC)
+	return g.withDev(fold(fold(x^g.seed, g.mulA)^g.mulP, x^g.mulC), k.dev)
 }
 
 func (g *Engine) addrHash6(k addrKey) uint64 {
-	return (g.hashAddr(k.addr) ^ uint64(k.port)) * g.mulA
+	return g.withDev((g.hashAddr(k.addr)^uint64(k.port))*g.mulA, k.dev)
+}
+
+// withDev mixes a device into the hash h of an address key: a key of no
+// device, nearly every key, keeps h.
+func (g *Engine) withDev(h uint64, dev int32) uint64 {
+	if dev == 0 {
+		return h
+	}
+	return fold(h^uint64(uint32(dev)), g.mulC)
 }
 
 // connHash returns the hash of the 4-tuple k. An IPv4 4-tuple, 12 bytes,

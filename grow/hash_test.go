@@ -31,10 +31,12 @@ func TestKeyHashesSpread(t *testing.T) {
 		addr  func(i int) addrKey
 		conn  func(i int) connKey
 	}{
-		{name: "addrs, IPv4 addresses", addr: func(i int) addrKey { return addrKey{v4(i), 53} }},
-		{name: "addrs, ports", addr: func(i int) addrKey { return addrKey{v4(1), uint16(i)} }},
-		{name: "addrs, IPv6 addresses", addr: func(i int) addrKey { return addrKey{v6(i), 53} }},
-		{name: "addrs, IPv6 ports", addr: func(i int) addrKey { return addrKey{v6(1), uint16(i)} }},
+		{name: "addrs, IPv4 addresses", addr: func(i int) addrKey { return addrKey{v4(i), 53, 0} }},
+		{name: "addrs, ports", addr: func(i int) addrKey { return addrKey{v4(1), uint16(i), 0} }},
+		{name: "addrs, IPv6 addresses", addr: func(i int) addrKey { return addrKey{v6(i), 53, 0} }},
+		{name: "addrs, IPv6 ports", addr: func(i int) addrKey { return addrKey{v6(1), uint16(i), 0} }},
+		{name: "addrs, IPv4 devices", addr: func(i int) addrKey { return addrKey{sock.Wild4, 53, int32(i + 1)} }},
+		{name: "addrs, IPv6 devices", addr: func(i int) addrKey { return addrKey{v6(1), 53, int32(i + 1)} }},
 		{name: "conns, IPv4 remote addresses", conns: true, conn: func(i int) connKey { return conn(v4(1), v4(i), 443, 40000) }},
 		{name: "conns, IPv4 local addresses", conns: true, conn: func(i int) connKey { return conn(v4(i), v4(1), 443, 40000) }},
 		{name: "conns, remote ports", conns: true, conn: func(i int) connKey { return conn(v4(1), v4(2), 443, i) }},

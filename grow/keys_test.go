@@ -19,13 +19,14 @@ func TestKeyComparisons(t *testing.T) {
 		"IPv4":              {Port: 53, Flags: sock.HasV4, V4: v4, V6: sock.Map4(v4)},
 		"IPv6":              {Port: 53, Flags: sock.Is6 | sock.HasV6 | sock.V6Only, V6: sock.Addr16{Hi: 0x20010db8 << 32, Lo: 1}},
 		"dual-stack ::":     {Port: 53, Flags: sock.Is6 | sock.HasV4 | sock.HasV6, V6: sock.Wild6},
+		"IPv4 on a device":  {Port: 53, Flags: sock.HasV4, V4: v4, V6: sock.Map4(v4), Device: 3},
 		"connected IPv4":    {Port: 53, Flags: sock.HasV4 | sock.Connected, V4: v4, V6: sock.Map4(v4), Remote: peer, RemotePort: 4000},
 		"connected mapped6": {Port: 53, Flags: sock.Is6 | sock.HasV4 | sock.Connected, V4: v4, V6: sock.Map4(v4), Remote: peer, RemotePort: 4000},
 	}
 	for name, f := range faces {
 		t.Run(name, func(t *testing.T) {
 			e := &sock.Entry{Face: f}
-			a := addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port}
+			a := addrKey{sock.KeyOf(f.Flags, f.V4, f.V6), f.Port, f.Device}
 			c := connKey{local: a.addr, remote: f.Remote, lport: f.Port, rport: f.RemotePort}
 			assert.Equal(t, a, addrKeyOf(e))
 			assert.Equal(t, c, connKeyOf(e))
@@ -34,8 +35,9 @@ func TestKeyComparisons(t *testing.T) {
 
 			otherAddr := sock.Map4(v4 + 1)
 			for what, k := range map[string]addrKey{
-				"address": {otherAddr, a.port},
-				"port":    {a.addr, a.port + 1},
+				"address": {otherAddr, a.port, a.dev},
+				"port":    {a.addr, a.port + 1, a.dev},
+				"device":  {a.addr, a.port, a.dev + 7},
 			} {
 				assert.False(t, addrIs(e, k), "another %s", what)
 			}

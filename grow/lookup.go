@@ -98,15 +98,36 @@ func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
 			}
 		}
 	}
-	if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
-		offer(&b, hd, q)
+	dev := devKeyOf(pr, q.Ifindex)
+	g.offerKey(&b, addrKey{q.Dst, q.DstPort, 0}, q)
+	if dev != 0 {
+		g.offerKey(&b, addrKey{q.Dst, q.DstPort, dev}, q)
 	}
 	if !b.Exact() && q.Dst != sock.Wild4 {
-		if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
-			offer(&b, hd, q)
+		g.offerKey(&b, addrKey{sock.Wild4, q.DstPort, 0}, q)
+		if dev != 0 {
+			g.offerKey(&b, addrKey{sock.Wild4, q.DstPort, dev}, q)
 		}
 	}
 	return b.E
+}
+
+// devKeyOf returns the device whose keys of addrs a lookup on pr's port
+// of a datagram that arrived on interface ifindex reads, besides those of
+// no device: ifindex, or 0 when the port has no entry keyed by a device or
+// the datagram no interface a socket can be bound to.
+func devKeyOf(pr *portSlot, ifindex int32) int32 {
+	if ifindex <= 0 || pr.devs.Load() == 0 {
+		return 0
+	}
+	return ifindex
+}
+
+// offerKey offers the heads of k's classes, if addrs holds k.
+func (g *Engine) offerKey(b *lookup.Best, k addrKey, q *lookup.Query) {
+	if hd, ok := g.getAddr(k); ok {
+		offer(b, hd, q)
+	}
 }
 
 // offer scores the head of each class of a key.
@@ -169,13 +190,25 @@ func (g *Engine) multicast(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*s
 			rs = members(rs, heads(hd), q)
 		}
 	}
-	if hd, ok := g.getAddr(addrKey{q.Dst, q.DstPort}); ok {
-		rs = members(rs, heads(hd), q)
+	dev := devKeyOf(pr, q.Ifindex)
+	rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, 0}, q)
+	if dev != 0 {
+		rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, dev}, q)
 	}
 	if q.Dst != sock.Wild4 {
-		if hd, ok := g.getAddr(addrKey{sock.Wild4, q.DstPort}); ok {
-			rs = members(rs, heads(hd), q)
+		rs = g.membersOf(rs, addrKey{sock.Wild4, q.DstPort, 0}, q)
+		if dev != 0 {
+			rs = g.membersOf(rs, addrKey{sock.Wild4, q.DstPort, dev}, q)
 		}
+	}
+	return rs
+}
+
+// membersOf appends the members of k's classes that match q, if addrs
+// holds k.
+func (g *Engine) membersOf(rs []*sock.Entry, k addrKey, q *lookup.Query) []*sock.Entry {
+	if hd, ok := g.getAddr(k); ok {
+		rs = members(rs, heads(hd), q)
 	}
 	return rs
 }

@@ -138,7 +138,10 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 		return nil, false
 	}
 	var e *sock.Face
-	if hd, ok := g.getAddr(addrKey{sock.Map4(t.Dst), t.DstPort}); ok {
+	dev := devKeyOf(pr, t.Ifindex)
+	if hd, ok, one := g.getAddrs4(addrKey{sock.Map4(t.Dst), t.DstPort, 0}, dev); !one {
+		return nil, false
+	} else if ok {
 		if hd.Rest != nil {
 			return nil, false
 		}
@@ -154,7 +157,9 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 		}
 	}
 	if e == nil {
-		if hd, ok := g.getAddr(addrKey{sock.Wild4, t.DstPort}); ok {
+		if hd, ok, one := g.getAddrs4(addrKey{sock.Wild4, t.DstPort, 0}, dev); !one {
+			return nil, false
+		} else if ok {
 			if hd.Rest != nil {
 				return nil, false
 			}
@@ -164,6 +169,22 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 		}
 	}
 	return e, !pr.list.Seq.Changed(seq)
+}
+
+// getAddrs4 returns the heads of k, a key of no device, or, if dev is not
+// 0, of k keyed by dev, for search4: it reports one false when both keys
+// are held, a case search4 leaves to the general search.
+func (g *Engine) getAddrs4(k addrKey, dev int32) (hd bhash.Val[sock.Entry], ok, one bool) {
+	hd, ok = g.getAddr(k)
+	if dev == 0 {
+		return hd, ok, true
+	}
+	k.dev = dev
+	hdd, okd := g.getAddr(k)
+	if !okd {
+		return hd, ok, true
+	}
+	return hdd, true, !ok
 }
 
 // keyIs4 reports whether e's local key is the IPv4 address v4.

@@ -23,18 +23,26 @@ import (
 // are long on purpose: a unicast one scores every class of the wildcard's
 // key (a socket per device), a multicast one lists every receiver. A
 // search that only retried would not return.
+//
+// The unicast search's classes differ by peer: wildcard sockets that
+// connected without a source address, which stay in the wildcard's key.
+// (Sockets that differ only by device are keys of their own, which a
+// search does not read.)
 func TestSearchBesideEndlessMoves(t *testing.T) {
 	const port = 53
 	for _, tc := range []struct {
 		name    string
 		sockets int
-		// device is the device of the i-th socket; the last one, with
-		// none, is the unicast answer.
-		device func(i int) int32
+		// class makes the i-th socket a class of its own, or leaves it
+		// as it is; the last one, left alone, is the unicast answer.
+		class func(e *sock.Entry, i int)
 		// search returns what the reader got and what it should have.
 		search func(g *Engine, last *sock.Entry, sockets int) (got, want int)
 	}{
-		{"unicast", 1000, func(i int) int32 { return int32(i + 1) }, func(g *Engine, last *sock.Entry, _ int) (int, int) {
+		{"unicast", 1000, func(e *sock.Entry, i int) {
+			e.Flags |= sock.Connected
+			e.Remote, e.RemotePort = sock.Map4(10<<24|uint32(i)), 4000
+		}, func(g *Engine, last *sock.Entry, _ int) (int, int) {
 			q := moveQuery(t, "10.0.0.2:53")
 			r, _ := g.Lookup(q)
 			if r == nil || r.Sock != last.Ref.Sock {
@@ -42,7 +50,7 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			}
 			return 1, 1
 		}},
-		{"multicast", 1000, func(int) int32 { return 0 }, func(g *Engine, _ *sock.Entry, sockets int) (int, int) {
+		{"multicast", 1000, func(*sock.Entry, int) {}, func(g *Engine, _ *sock.Entry, sockets int) (int, int) {
 			rs, _ := g.Multicast(moveQuery(t, "239.1.1.1:53"), nil)
 			seen := map[*sock.Entry]bool{}
 			for _, e := range rs {
@@ -63,7 +71,7 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 				e := &sock.Entry{Face: sock.Face{Port: port, Flags: l.Flags | sock.ReuseAddr, V4: l.V4, V6: l.V6,
 					Seq: uint64(i + 1), Ref: sock.Ref{Sock: sk}}}
 				if i < tc.sockets {
-					e.Device = tc.device(i)
+					tc.class(e, i)
 				}
 				sk.Cur.Store(e)
 				g.Link(pr, e)
@@ -77,12 +85,15 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			started := make(chan struct{})
 			go func() {
 				defer wg.Done()
-				// The writer is in a move all the time but for an
-				// instant (the count made even and odd again at once),
-				// and lets go of the port's lock between two stretches
-				// of work, for a reader that waits for it. A reader that
-				// waits for a moment without a move, or retries until
-				// one, waits for as long as the writer goes on.
+				// The writer is in a move all the time, and lets go of
+				// the port's lock between two stretches of work, for a
+				// reader that waits for it. A reader that waits for a
+				// moment without a move, or retries until one, waits for
+				// as long as the writer goes on. (A real writer ends its
+				// move before it unlocks; one that ended it for an
+				// instant here let a retrying reader through whenever
+				// the scheduler paused the writer in that instant, as it
+				// did on a loaded machine.)
 				p := g.LockPort(port)
 				p.s.list.Seq.Begin()
 				close(started)
@@ -90,12 +101,11 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 					moveFor(time.Millisecond)
 					g.Unlock(p)
 					p = g.LockPort(port)
-					p.s.list.Seq.End()
-					p.s.list.Seq.Begin()
 				}
 				p.s.list.Seq.End()
 				g.Unlock(p)
 			}()
+			<-started
 			for range 5 {
 				type result struct{ got, want int }
 				done := make(chan result, 1)

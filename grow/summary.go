@@ -74,13 +74,33 @@ func (cs *classes) index(a attrs) int {
 }
 
 // summary is what a port's bind checks read instead of its sockets. Each
-// socket is counted in the classes of its IPv4 side (unless it is
-// IPv6-only), of its IPv6 address (if it is an IPv6 socket that is not
-// v4-mapped), and, with its address left out, in wild.
+// socket bound to no device is counted in the classes of its IPv4 side
+// (unless it is IPv6-only), of its IPv6 address (if it is an IPv6 socket
+// that is not v4-mapped), and, with its address left out, in wild. Those
+// bound to a device are counted in devs.
 type summary struct {
 	byV4 keyed[uint32]
 	byV6 keyed[sock.Addr16]
 	wild classes
+	// devs counts the sockets bound to a device; nil while the port has
+	// none, as most ports never do.
+	devs *devSummaries
+}
+
+// devSummaries counts a port's sockets bound to a device, each twice with
+// its device left out: in all, and in the summary of its device. Two
+// sockets conflict only if one has no device or both have the same
+// (bind.Conflicts); so a bind to no device checks all, and a bind to a
+// device checks that device's summary, and neither reads the classes of
+// the other devices. Without this, sockets that differ only by device
+// were as many classes of one key, and each bind checked them all: 100 000
+// such binds took minutes.
+type devSummaries struct {
+	all summary
+	by  map[int32]*summary
+	// peak is the most devices by held since it was last made; see
+	// keyed.peak.
+	peak int
 }
 
 // keyed holds the classes of each address key. Nearly every key of a
@@ -344,19 +364,70 @@ func wildConflicts(n *sock.Entry, a attrs) bool {
 // on attrsOf(e) alone: Replace relies on that to leave s alone when a
 // socket's new state has its old one's attributes.
 func (s *summary) add(e *sock.Entry, d int) {
-	a := attrsOf(e)
+	a, w := attrsOf(e), wildAttrs(e)
+	if e.Device == 0 {
+		s.count(e, a, w, d)
+		return
+	}
+	a.dev, w.dev = 0, 0
+	if s.devs == nil {
+		s.devs = &devSummaries{by: map[int32]*summary{}}
+	}
+	ds := s.devs
+	ds.all.count(e, a, w, d)
+	one := ds.by[e.Device]
+	if one == nil {
+		one = new(summary)
+		ds.by[e.Device] = one
+	}
+	one.count(e, a, w, d)
+	if one.empty() {
+		delete(ds.by, e.Device)
+	}
+	switch n := len(ds.by); {
+	case n == 0:
+		s.devs = nil
+	case n > ds.peak:
+		ds.peak = n
+	case ds.peak >= compactMin && n <= ds.peak/4:
+		ds.by, ds.peak = remade(ds.by), n
+	}
+}
+
+// count counts a socket e of attributes a and wild attributes w in s.
+func (s *summary) count(e *sock.Entry, a, w attrs, d int) {
 	if !e.Has(sock.Is6 | sock.V6Only) {
 		s.byV4.add(e.V4, a, d, cellOf4)
 	}
 	if e.Has(sock.Is6) && !e.V6.IsMapped() {
 		s.byV6.add(e.V6, a, d, cellOf6)
 	}
-	s.wild.add(wildAttrs(e), d)
+	s.wild.add(w, d)
+}
+
+// empty reports whether s counts no socket.
+func (s *summary) empty() bool {
+	return s.byV4.empty() && s.byV6.empty() && s.wild.first.n == 0 && s.devs == nil
 }
 
 // inUse reports whether a socket counted in s conflicts with n, a socket
 // being bound on the same port.
 func (s *summary) inUse(n *sock.Entry) bool {
+	if s.conflicts(n) {
+		return true
+	}
+	switch {
+	case s.devs == nil:
+		return false
+	case n.Device == 0:
+		return s.devs.all.conflicts(n)
+	}
+	one := s.devs.by[n.Device]
+	return one != nil && one.conflicts(n)
+}
+
+// conflicts is inUse for the sockets that s counts itself, not in devs.
+func (s *summary) conflicts(n *sock.Entry) bool {
 	if n.IsWild() {
 		// A wildcard overlaps every address of the kinds it reaches.
 		if s.wild.first.n > 0 && wildConflicts(n, s.wild.first.a) {

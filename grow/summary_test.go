@@ -79,7 +79,40 @@ func countByKey(bound []*sock.Entry) byKey {
 	return want
 }
 
-func summed(s *summary) byKey { return byKey{s.byV4.all(attrsOf4), s.byV6.all(attrsOf6)} }
+// summed is what s counts, key by key, with the device of each socket
+// counted in a device's summary put back. It checks that s.devs.all counts
+// what the devices' summaries count, devices left out.
+func summed(t *testing.T, s *summary) byKey {
+	out := byKey{s.byV4.all(attrsOf4), s.byV6.all(attrsOf6)}
+	if s.devs == nil {
+		return out
+	}
+	require.NotEmpty(t, s.devs.by, "a device summary with no device")
+	all := byKey{map[uint32]map[attrs]int{}, map[sock.Addr16]map[attrs]int{}}
+	for dev, one := range s.devs.by {
+		require.Nil(t, one.devs)
+		addAll(all.V4, one.byV4.all(attrsOf4), 0)
+		addAll(all.V6, one.byV6.all(attrsOf6), 0)
+		addAll(out.V4, one.byV4.all(attrsOf4), dev)
+		addAll(out.V6, one.byV6.all(attrsOf6), dev)
+	}
+	require.Empty(t, cmp.Diff(all, byKey{s.devs.all.byV4.all(attrsOf4), s.devs.all.byV6.all(attrsOf6)},
+		cmp.AllowUnexported(attrs{}, sock.Addr16{})), "the count of every device's sockets")
+	return out
+}
+
+// addAll adds the counts of src to dst, each class's device set to dev.
+func addAll[K comparable](dst, src map[K]map[attrs]int, dev int32) {
+	for k, cs := range src {
+		if dst[k] == nil {
+			dst[k] = map[attrs]int{}
+		}
+		for a, n := range cs {
+			a.dev = dev
+			dst[k][a] += n
+		}
+	}
+}
 
 // TestSummaryMatchesScan: the summary's answer for every new socket is the
 // answer of a scan of every bound socket with bind.Conflicts, and it holds
@@ -101,7 +134,7 @@ func TestSummaryMatchesScan(t *testing.T) {
 				s.add(e, 1)
 				bound = append(bound, e)
 			}
-			require.Empty(t, cmp.Diff(countByKey(bound), summed(&s), cmp.AllowUnexported(attrs{}, sock.Addr16{})),
+			require.Empty(t, cmp.Diff(countByKey(bound), summed(t, &s), cmp.AllowUnexported(attrs{}, sock.Addr16{})),
 				"round %d step %d: the summary's classes", round, step)
 			for range 8 {
 				n := randomEntry(r)
@@ -119,6 +152,7 @@ func TestSummaryMatchesScan(t *testing.T) {
 		require.True(t, s.byV6.empty())
 		require.Zero(t, s.wild.first.n)
 		require.Empty(t, s.wild.more)
+		require.Nil(t, s.devs)
 	}
 }
 
@@ -170,7 +204,7 @@ func TestSummaryShrinks(t *testing.T) {
 				s.add(e, -1)
 			}
 			after := heap()
-			require.Equal(t, summed(small), summed(s), "the shrunk summary counts what the small one does")
+			require.Equal(t, summed(t, small), summed(t, s), "the shrunk summary counts what the small one does")
 			kept := float64(after) - float64(base)
 			held := float64(grown) - float64(base)
 			t.Logf("%s summary of %d sockets: %.0f bytes; back to %d: %.0f bytes kept", c.name, peak, held, keep, kept)

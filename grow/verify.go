@@ -31,10 +31,13 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		var peers []uint64
 		groups := map[groupKey][]*sock.Entry{}
 		tuples := map[connKey]int{}
-		n := 0
+		n, devs := 0, 0
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 			e := sock.OfPrimary(x)
 			n++
+			if byDevice(e) {
+				devs++
+			}
 			if e.Port != p {
 				bad("port %d holds an entry of port %d", p, e.Port)
 			}
@@ -68,6 +71,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		}
 		if n != pr.s.list.Len() {
 			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
+		}
+		if got := int(pr.s.devs.Load()); got != devs {
+			bad("port %d: %d entries keyed by a device, counted %d", p, devs, got)
 		}
 		verifyPeers(p, pr.s.peers.Load(), peers, bad)
 		shared := 0
@@ -167,7 +173,8 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 		k := connKeyOf(e)
 		hd, ok = g.conns.Get(g.connHash(&k), k)
 	} else {
-		hd, ok = g.addrs.Get(g.addrHash(addrKey{key, e.Port}), addrKey{key, e.Port})
+		k := addrKey{key, e.Port, e.Device}
+		hd, ok = g.addrs.Get(g.addrHash(k), k)
 	}
 	if !ok {
 		return false
@@ -188,9 +195,23 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 }
 
 func sameSummary(a, b *summary) bool {
-	return sameClasses(&a.wild, &b.wild) &&
-		maps.EqualFunc(a.byV4.all(attrsOf4), b.byV4.all(attrsOf4), maps.Equal) &&
-		maps.EqualFunc(a.byV6.all(attrsOf6), b.byV6.all(attrsOf6), maps.Equal)
+	if !sameClasses(&a.wild, &b.wild) ||
+		!maps.EqualFunc(a.byV4.all(attrsOf4), b.byV4.all(attrsOf4), maps.Equal) ||
+		!maps.EqualFunc(a.byV6.all(attrsOf6), b.byV6.all(attrsOf6), maps.Equal) {
+		return false
+	}
+	if a.devs == nil || b.devs == nil {
+		return a.devs == b.devs
+	}
+	if !sameSummary(&a.devs.all, &b.devs.all) || len(a.devs.by) != len(b.devs.by) {
+		return false
+	}
+	for dev, x := range a.devs.by {
+		if y := b.devs.by[dev]; y == nil || !sameSummary(x, y) {
+			return false
+		}
+	}
+	return true
 }
 
 func sameClasses(a, b *classes) bool {

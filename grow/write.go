@@ -224,16 +224,26 @@ func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool)
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
 		g.conns.Update(g.connHash(&k), k, apply)
 	} else {
-		g.addrs.Update(g.addrHash(addrKey{key, e.Port}), addrKey{key, e.Port}, apply)
+		k := addrKey{key, e.Port, e.Device}
+		g.addrs.Update(g.addrHash(k), k, apply)
 	}
 	return before, after
 }
+
+// byDevice reports whether e is stored under a key of addrs that names its
+// device (see addrKey).
+func byDevice(e *sock.Entry) bool { return e.Device != 0 && !inConns(e) }
 
 // insert links e into its class, keeping the class newest first (by Seq:
 // for the 4-tuple table, the order of first connects), and reports
 // whether e's key held more than one entry before and after. The caller
 // holds the port lock, which guards every class chain of the port.
 func (g *Engine) insert(e *sock.Entry) (before, after bool) {
+	if byDevice(e) {
+		// Counted before it is published: a lookup that finds the
+		// count 0 need not read the device's key.
+		g.port(e.Port).devs.Add(1)
+	}
 	return g.update(e, func(hd heads) heads {
 		for i := range hd.len() {
 			x := hd.at(i)
@@ -274,6 +284,11 @@ func (g *Engine) insert(e *sock.Entry) (before, after bool) {
 // the index is left as it is and not read, and both are true. e keeps its
 // next link, so that a lookup standing on it carries on.
 func (g *Engine) remove(e *sock.Entry) (before, after bool) {
+	if byDevice(e) {
+		// Uncounted once it is unlinked, so that the count covers it
+		// while a lookup may still find it.
+		defer g.port(e.Port).devs.Add(-1)
+	}
 	if p := e.N2.Prev; p != nil {
 		// Not a head: the index does not change.
 		nx := e.N2.Next.Load()
