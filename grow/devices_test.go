@@ -67,7 +67,8 @@ func TestDevicesAreKeys(t *testing.T) {
 			hd, ok = g.addrs.Get(g.addrHash(key), key)
 			require.True(t, ok)
 			assert.Equal(t, byDev[7], heads(hd).First, "the key of device 7")
-			assert.Equal(t, int32(devices), pr.s.devs.Load())
+			require.NotNil(t, pr.s.devs.Load())
+			assert.Equal(t, devices, pr.s.devs.Load().n, "devices in the port's filter")
 
 			require.NotNil(t, pr.cc)
 			classes := func(s *summary) int {
@@ -138,7 +139,7 @@ func TestDevicesAreKeys(t *testing.T) {
 			}
 			g.Unlock(pr)
 			requireVerified(t, g)
-			assert.Zero(t, pr.s.devs.Load())
+			assert.Zero(t, pr.s.devs.Load().n, "devices in the port's filter")
 			assert.Nil(t, pr.cc.devs)
 		})
 	}

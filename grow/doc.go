@@ -13,6 +13,11 @@
 //   - conns: (local key, port, remote address, remote port) → the connected
 //     sockets with that 4-tuple: Linux 6.13's 4-tuple hash, searched first.
 //
+// An unconnected entry bound to a device is keyed in addrs by its device
+// too, so that sockets that differ only by device are keys, not classes
+// of one key; a per-port filter of those devices tells a lookup whether
+// the datagram's interface has any.
+//
 // addrs and conns map a key to its classes: sockets that any datagram
 // scores alike (same family flags, addresses, device, peer). A class is a
 // chain of entries through their secondary links, newest first (for the

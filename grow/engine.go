@@ -88,11 +88,10 @@ type portSlot struct {
 	// peers filters the sources of datagrams that may have a socket of
 	// the port in the 4-tuple index; nil until the first one enters it.
 	peers atomic.Pointer[peerFilter]
-	// devs counts the port's entries in addrs that are keyed by a
-	// device. While it is 0, a lookup reads no device's key. A writer
-	// counts an entry before publishing it and uncounts it after
-	// removing it, under the port's lock.
-	devs atomic.Int32
+	// devs filters the devices of the port's entries that addrs keys by
+	// a device (see byDevice), as peers does their peers; nil until the
+	// first one enters it.
+	devs atomic.Pointer[peerFilter]
 }
 
 // Port is one port's record for writers. It exists while the port holds a

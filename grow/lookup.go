@@ -98,7 +98,7 @@ func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
 			}
 		}
 	}
-	dev := devKeyOf(pr, q.Ifindex)
+	dev := g.devKeyOf(pr, q.Ifindex)
 	g.offerKey(&b, addrKey{q.Dst, q.DstPort, 0}, q)
 	if dev != 0 {
 		g.offerKey(&b, addrKey{q.Dst, q.DstPort, dev}, q)
@@ -114,10 +114,11 @@ func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
 
 // devKeyOf returns the device whose keys of addrs a lookup on pr's port
 // of a datagram that arrived on interface ifindex reads, besides those of
-// no device: ifindex, or 0 when the port has no entry keyed by a device or
-// the datagram no interface a socket can be bound to.
-func devKeyOf(pr *portSlot, ifindex int32) int32 {
-	if ifindex <= 0 || pr.devs.Load() == 0 {
+// no device: ifindex, or 0 when the port's device filter says that no
+// entry is keyed by it, or the datagram has no interface a socket can be
+// bound to.
+func (g *Engine) devKeyOf(pr *portSlot, ifindex int32) int32 {
+	if f := pr.devs.Load(); ifindex <= 0 || f == nil || !f.mayHave(g.devHash(ifindex)) {
 		return 0
 	}
 	return ifindex
@@ -190,7 +191,7 @@ func (g *Engine) multicast(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*s
 			rs = members(rs, heads(hd), q)
 		}
 	}
-	dev := devKeyOf(pr, q.Ifindex)
+	dev := g.devKeyOf(pr, q.Ifindex)
 	rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, 0}, q)
 	if dev != 0 {
 		rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, dev}, q)

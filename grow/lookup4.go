@@ -138,7 +138,7 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 		return nil, false
 	}
 	var e *sock.Face
-	dev := devKeyOf(pr, t.Ifindex)
+	dev := g.devKeyOf(pr, t.Ifindex)
 	if hd, ok, one := g.getAddrs4(addrKey{sock.Map4(t.Dst), t.DstPort, 0}, dev); !one {
 		return nil, false
 	} else if ok {

@@ -142,31 +142,62 @@ func (f *peerFilter) remove(h uint64) {
 	}
 }
 
-// addPeer counts a peer of a socket that enters the 4-tuple index; the
-// caller holds pr's lock and publishes the socket after.
-func (g *Engine) addPeer(pr *Port, e *sock.Entry) {
-	f := pr.s.peers.Load()
-	if f == nil {
-		f = newPeerFilter(minPeerBits)
-		pr.s.peers.Store(f)
-	}
-	if n := f.n + 1; n*minBitsPerPeer > f.size() && g.rebuildable(pr, n) {
-		g.rebuildPeers(pr, f.size()*4, e)
-		return
-	}
-	f.add(g.peerHash(e.Remote, e.RemotePort))
+// A port keeps two filters of one kind: of the peers of its entries in the
+// 4-tuple index (peers), and of the devices of its entries keyed by a
+// device in the address index (devices). A lookup of a datagram whose
+// interface has no such entry on the port then skips the device's keys.
+type filterKind struct {
+	// of returns the filter's place in a port's slot.
+	of func(*portSlot) *atomic.Pointer[peerFilter]
+	// hash returns the hash of what an entry counts in the filter.
+	hash func(*Engine, *sock.Entry) uint64
+	// in reports whether an entry is counted in the filter.
+	in func(*sock.Entry) bool
 }
 
-// dropPeer uncounts the peer of a socket that has left the 4-tuple index,
-// and left pr's chain, clearing its bit if no other socket needs it. The
-// caller holds pr's lock.
-func (g *Engine) dropPeer(pr *Port, e *sock.Entry) {
-	f := pr.s.peers.Load()
-	if n := f.n - 1; f.size() > minPeerBits && n*maxBitsPerPeer < f.size() && g.rebuildable(pr, n) {
-		g.rebuildPeers(pr, f.size()/4, nil)
+var (
+	peers = filterKind{
+		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.peers },
+		hash: func(g *Engine, e *sock.Entry) uint64 { return g.peerHash(e.Remote, e.RemotePort) },
+		in:   inConns,
+	}
+	devices = filterKind{
+		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.devs },
+		hash: func(g *Engine, e *sock.Entry) uint64 { return g.devHash(e.Device) },
+		in:   byDevice,
+	}
+)
+
+// devHash returns the hash of a device for a port's device filter, keyed
+// by a secret as peerHash is.
+func (g *Engine) devHash(dev int32) uint64 { return fold(uint64(uint32(dev))^g.seed, g.mulC) }
+
+// add counts in pr's filter of kind k what e, an entry about to be
+// published, needs there; the caller holds pr's lock.
+func (k filterKind) add(g *Engine, pr *Port, e *sock.Entry) {
+	at := k.of(pr.s)
+	f := at.Load()
+	if f == nil {
+		f = newPeerFilter(minPeerBits)
+		at.Store(f)
+	}
+	if n := f.n + 1; n*minBitsPerPeer > f.size() && g.rebuildable(pr, n) {
+		k.rebuild(g, pr, f.size()*4, e)
 		return
 	}
-	f.remove(g.peerHash(e.Remote, e.RemotePort))
+	f.add(k.hash(g, e))
+}
+
+// drop uncounts in pr's filter of kind k what e needed there, once e has
+// left its index and pr's chain, clearing its bit if no other entry needs
+// it. The caller holds pr's lock.
+func (k filterKind) drop(g *Engine, pr *Port, e *sock.Entry) {
+	f := k.of(pr.s).Load()
+	if n := f.n - 1; f.size() > minPeerBits && n*maxBitsPerPeer < f.size() && g.rebuildable(pr, n) {
+		k.rebuild(g, pr, f.size()/4, nil)
+		return
+	}
+	f.remove(k.hash(g, e))
 }
 
 // rebuildable reports whether a filter of n peers may be rebuilt from pr's
@@ -175,18 +206,18 @@ func (g *Engine) rebuildable(pr *Port, n int) bool {
 	return pr.s.list.Len() <= rebuildFactor*max(n, smallPeers)
 }
 
-// rebuildPeers publishes a filter of size bits that counts the peers of
-// pr's chain in the 4-tuple index, and e's if e is not nil (a socket about
-// to enter it).
-func (g *Engine) rebuildPeers(pr *Port, size int, e *sock.Entry) {
+// rebuild publishes a filter of kind k of size bits that counts the
+// entries of pr's chain that k counts, and e if e is not nil (an entry
+// about to be published).
+func (k filterKind) rebuild(g *Engine, pr *Port, size int, e *sock.Entry) {
 	f := newPeerFilter(max(size, minPeerBits))
 	for n := pr.s.list.First(); n != nil; n = n.Next.Load() {
-		if x := sock.OfPrimary(n); inConns(x) {
-			f.add(g.peerHash(x.Remote, x.RemotePort))
+		if x := sock.OfPrimary(n); k.in(x) {
+			f.add(k.hash(g, x))
 		}
 	}
 	if e != nil {
-		f.add(g.peerHash(e.Remote, e.RemotePort))
+		f.add(k.hash(g, e))
 	}
-	pr.s.peers.Store(f)
+	k.of(pr.s).Store(f)
 }

@@ -31,12 +31,13 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		var peers []uint64
 		groups := map[groupKey][]*sock.Entry{}
 		tuples := map[connKey]int{}
-		n, devs := 0, 0
+		n := 0
+		var devs []uint64
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 			e := sock.OfPrimary(x)
 			n++
 			if byDevice(e) {
-				devs++
+				devs = append(devs, g.devHash(e.Device))
 			}
 			if e.Port != p {
 				bad("port %d holds an entry of port %d", p, e.Port)
@@ -72,10 +73,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if n != pr.s.list.Len() {
 			bad("port %d: count %d, chain %d", p, pr.s.list.Len(), n)
 		}
-		if got := int(pr.s.devs.Load()); got != devs {
-			bad("port %d: %d entries keyed by a device, counted %d", p, devs, got)
-		}
-		verifyPeers(p, pr.s.peers.Load(), peers, bad)
+
+		verifyPeers(p, "peer", pr.s.peers.Load(), peers, bad)
+		verifyPeers(p, "device", pr.s.devs.Load(), devs, bad)
 		shared := 0
 		for _, k := range tuples {
 			if k > 1 {
@@ -237,22 +237,23 @@ func sameClasses(a, b *classes) bool {
 	return true
 }
 
-// verifyPeers checks port p's filter f against the hashes of the peers of
-// its sockets in the 4-tuple index: it counts each, and a bit is set
-// exactly when a peer needs it (or its count reached maxCount and sticks).
-func verifyPeers(p uint16, f *peerFilter, peers []uint64, bad func(format string, args ...any)) {
+// verifyPeers checks port p's filter f of what (peers or devices) against
+// the hashes of what its entries need there: it counts each, and a bit is
+// set exactly when one needs it (or its count reached maxCount and
+// sticks).
+func verifyPeers(p uint16, what string, f *peerFilter, peers []uint64, bad func(format string, args ...any)) {
 	if f == nil {
 		if len(peers) > 0 {
-			bad("port %d: connected peers and no peer filter", p)
+			bad("port %d: %ss to filter and no %s filter", p, what, what)
 		}
 		return
 	}
 	if f.size() < minPeerBits || f.size()&(f.size()-1) != 0 || f.shift != uint(64-bits.TrailingZeros(uint(f.size()))) {
-		bad("port %d: peer filter of %d bits, shift %d", p, f.size(), f.shift)
+		bad("port %d: %s filter of %d bits, shift %d", p, what, f.size(), f.shift)
 		return
 	}
 	if f.n != len(peers) {
-		bad("port %d: the peer filter counts %d peers, the port has %d", p, f.n, len(peers))
+		bad("port %d: the %s filter counts %d, the port has %d", p, what, f.n, len(peers))
 	}
 	want := make([]int, f.size())
 	for _, h := range peers {
@@ -262,14 +263,14 @@ func verifyPeers(p uint16, f *peerFilter, peers []uint64, bad func(format string
 	switch {
 	case f.count != nil:
 		if f.small != nil || len(f.count) != f.size() {
-			bad("port %d: peer filter with a list and counts, or counts of another size", p)
+			bad("port %d: %s filter with a list and counts, or counts of another size", p, what)
 			return
 		}
 		for b, c := range f.count {
 			have[b] = int(c)
 		}
 	case f.size() != minPeerBits || len(f.small) > smallPeers:
-		bad("port %d: peer list of %d in a filter of %d bits", p, len(f.small), f.size())
+		bad("port %d: %s list of %d in a filter of %d bits", p, what, len(f.small), f.size())
 		return
 	default:
 		for _, b := range f.small {
@@ -279,10 +280,10 @@ func verifyPeers(p uint16, f *peerFilter, peers []uint64, bad func(format string
 	for b := range want {
 		stuck := f.count != nil && have[b] == maxCount
 		if have[b] != want[b] && !stuck {
-			bad("port %d: peer filter bit %d counts %d peers, the port has %d", p, b, have[b], want[b])
+			bad("port %d: %s filter bit %d counts %d, the port has %d", p, what, b, have[b], want[b])
 		}
 		if set := f.bits[b/64].Load()&(1<<(b%64)) != 0; set != (want[b] > 0 || stuck) {
-			bad("port %d: peer filter bit %d is %v, with %d peers", p, b, set, want[b])
+			bad("port %d: %s filter bit %d is %v, with %d", p, what, b, set, want[b])
 		}
 	}
 }

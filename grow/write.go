@@ -66,6 +66,9 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 		e.Group = g.GroupOf(pr, e)
 		e.Group.Add(e)
 	}
+	if byDevice(e) {
+		devices.add(g, pr, e)
+	}
 	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
@@ -96,16 +99,20 @@ func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
 // port's sequence count, so that a lookup searching both notices the move.
 func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	pr.s.list.Seq.Begin()
+	// Its peer, or its device, is in its filter before it is published:
+	// a lookup that skips the index must not miss it there.
 	if inConns(e) {
-		// Its peer is in the filter before it is published: a lookup
-		// that skips the 4-tuple table must not miss it there.
-		g.addPeer(pr, e)
+		peers.add(g, pr, e)
+	} else if byDevice(e) {
+		devices.add(g, pr, e)
 	}
 	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
 	unshared := g.remove4(old)
 	if inConns(old) {
-		g.dropPeer(pr, old)
+		peers.drop(g, pr, old)
+	} else if byDevice(old) {
+		devices.drop(g, pr, old)
 	}
 	g.unshare(pr, unshared)
 	pr.s.list.Seq.End()
@@ -132,7 +139,9 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 		g.leave(pr, e)
 	}
 	if inConns(e) {
-		g.dropPeer(pr, e)
+		peers.drop(g, pr, e)
+	} else if byDevice(e) {
+		devices.drop(g, pr, e)
 	}
 	g.count(pr, e, -1)
 	g.occ.Remove(e)
@@ -239,11 +248,6 @@ func byDevice(e *sock.Entry) bool { return e.Device != 0 && !inConns(e) }
 // whether e's key held more than one entry before and after. The caller
 // holds the port lock, which guards every class chain of the port.
 func (g *Engine) insert(e *sock.Entry) (before, after bool) {
-	if byDevice(e) {
-		// Counted before it is published: a lookup that finds the
-		// count 0 need not read the device's key.
-		g.port(e.Port).devs.Add(1)
-	}
 	return g.update(e, func(hd heads) heads {
 		for i := range hd.len() {
 			x := hd.at(i)
@@ -284,11 +288,6 @@ func (g *Engine) insert(e *sock.Entry) (before, after bool) {
 // the index is left as it is and not read, and both are true. e keeps its
 // next link, so that a lookup standing on it carries on.
 func (g *Engine) remove(e *sock.Entry) (before, after bool) {
-	if byDevice(e) {
-		// Uncounted once it is unlinked, so that the count covers it
-		// while a lookup may still find it.
-		defer g.port(e.Port).devs.Add(-1)
-	}
 	if p := e.N2.Prev; p != nil {
 		// Not a head: the index does not change.
 		nx := e.N2.Next.Load()

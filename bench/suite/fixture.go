@@ -143,9 +143,15 @@ func Prepare(t Target, sh *Shape, o Options) (Fixture, Cost, error) {
 			deadline = start.Add(o.Budget)
 		}
 		f, err = buildDemux(sh, cfg, deadline)
-	case KindGVisor:
-		f, err = buildGVisor(sh, o.Reserve)
-	case KindMap:
+	case KindGVisor, KindMap:
+		if sh.Devices() {
+			err = errors.New("only udpdemux's fixtures bind devices")
+			break
+		}
+		if t.Kind == KindGVisor {
+			f, err = buildGVisor(sh, o.Reserve)
+			break
+		}
 		switch {
 		case sh.Grouped():
 			f = buildGroupMap(sh)
@@ -199,7 +205,8 @@ func buildDemux(sh *Shape, cfg demux.Config, deadline time.Time) (*demuxFixture,
 // bindDemux binds s in t with the value v, and connects it if it has a
 // peer.
 func bindDemux(t *demux.Table[int32], s *Sock, v int32) (*demux.Socket[int32], error) {
-	so, err := t.Bind(demux.Options{Addr: s.Local.Addr(), Port: s.Local.Port(), ReuseAddr: s.ReuseAddr, ReusePort: s.ReusePort}, v)
+	so, err := t.Bind(demux.Options{Addr: s.Local.Addr(), Port: s.Local.Port(), ReuseAddr: s.ReuseAddr, ReusePort: s.ReusePort,
+		Device: s.Device}, v)
 	if err != nil {
 		return nil, fmt.Errorf("bind %v: %w", s.Local, err)
 	}

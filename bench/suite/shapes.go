@@ -34,6 +34,10 @@ type Sock struct {
 	// Src is the local address that routing chose when a socket bound to a
 	// wildcard address connected; the socket takes it as its address.
 	Src netip.Addr
+	// Device is SO_BINDTODEVICE, an interface index (0 for none). The
+	// lookups of every shape arrive on interface 1. Only udpdemux's
+	// fixtures bind devices.
+	Device int
 }
 
 // Key returns the socket's local address and port after connect: Src

@@ -19,6 +19,7 @@ const (
 	scResize        scenarioID = "resize"
 	scBatch         scenarioID = "batch"
 	scAliasing      scenarioID = "aliasing"
+	scFlood         scenarioID = "flood"
 	scLoopback      scenarioID = "loopback"
 	scServices      scenarioID = "services"
 	scEverywhere    scenarioID = "everywhere"
@@ -52,6 +53,7 @@ var scenarios = []scenario{
 	{scResize, "Resize under load: growing while two goroutines look up", (*runner).resize, (*runner).resizeGoals},
 	{scBatch, "Batch lookups (default Config)", (*runner).batch, (*runner).batchGoals},
 	{scAliasing, "Port aliasing attack", (*runner).aliasing, (*runner).aliasingGoals},
+	{scFlood, "Floods: many sockets beside a victim, by device, port, or address bits", (*runner).flood, (*runner).floodGoals},
 	{scLoopback, "Loopback: the 2009 tester on real sockets", (*runner).loopback, (*runner).loopbackGoals},
 	{scServices, "Services: quic-go and miekg/dns on serve.Conns and on kernel sockets", (*runner).services, (*runner).servicesGoals},
 	// Goals that hold for the figures of every scenario.

@@ -17,6 +17,7 @@ func (s byRun[T]) at(quick bool) T {
 // The scenarios' sizes.
 var (
 	aliasingAttackers = byRun[int]{1000, 100000}
+	floodAttackers    = byRun[int]{1000, 100000}
 	batchSize         = byRun[int]{10000, 1000000}
 	// churnCount is how many sockets a write measurement binds and closes.
 	churnCount        = byRun[int]{128, 1024}
