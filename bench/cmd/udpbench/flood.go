@@ -73,23 +73,32 @@ func (r *runner) flood() {
 		"better); *with ÷ without*: how many times slower the attackers make the victim's lookup.\n\n", t)
 }
 
+// floodGoals judges the goals of issue 38 on the device flood, and the
+// same bounds on the other shapes, apart, so that RESULTS.md says which
+// of them are still not flat.
 func (r *runner) floodGoals() []goal {
 	n := floodAttackers.at(r.c.quick)
 	var gs []goal
 	for _, tg := range floodTargets {
-		var lookups, binds []place
-		for _, kind := range suite.FloodKinds {
-			k := key{scen: scFlood, shape: kind, n: n, set: suite.SetVictim, target: tg.Name, m: lookupNs}
-			with := r.val(k)
-			k.n = 0
-			lookups = append(lookups, place{kind, with / r.val(k)})
-			binds = append(binds, place{kind, r.val(key{scen: scFlood, shape: kind, n: n, target: tg.Name, m: bindNs})})
+		for _, kinds := range [][]string{suite.FloodKinds[:1], suite.FloodKinds[1:]} {
+			var lookups, binds []place
+			for _, kind := range kinds {
+				k := key{scen: scFlood, shape: kind, n: n, set: suite.SetVictim, target: tg.Name, m: lookupNs}
+				with := r.val(k)
+				k.n = 0
+				lookups = append(lookups, place{kind, with / r.val(k)})
+				binds = append(binds, place{kind, r.val(key{scen: scFlood, shape: kind, n: n, target: tg.Name, m: bindNs})})
+			}
+			what := fmt.Sprintf("%s sockets of the %s shape", fmtInt(n), kinds[0])
+			if len(kinds) > 1 {
+				what = fmt.Sprintf("%s sockets in each of the other %d shapes", fmtInt(n), len(kinds))
+			}
+			gs = append(gs,
+				limit(fmt.Sprintf("Floods, %s: with %s beside the victim, its lookup within %d× of none",
+					tg.Name, what, floodLookupMax), lookups, true, floodLookupMax, fmtX),
+				limit(fmt.Sprintf("Floods, %s: with %s beside the victim, the next bind at most %s",
+					tg.Name, what, fmtNs(floodBindMax)), binds, true, floodBindMax, fmtNs))
 		}
-		gs = append(gs,
-			limit(fmt.Sprintf("Floods, %s: with %s sockets beside the victim, in each of the %d shapes, its lookup within %d× of none",
-				tg.Name, fmtInt(n), len(suite.FloodKinds), floodLookupMax), lookups, true, floodLookupMax, fmtX),
-			limit(fmt.Sprintf("Floods, %s: with %s sockets beside the victim, in each shape, the next bind at most %s",
-				tg.Name, fmtInt(n), fmtNs(floodBindMax)), binds, true, floodBindMax, fmtNs))
 	}
 	return gs
 }
