@@ -180,6 +180,7 @@ func (b *batch[V]) handle(n int) {
 			j++
 			if s == nil {
 				unmatched++
+				b.unreachable(i, r)
 				continue
 			}
 			if c := l.s.connOf(s); c != nil {
@@ -190,6 +191,7 @@ func (b *batch[V]) handle(n int) {
 			if s.Closed() {
 				// It closed since the lookup: no socket receives it.
 				unmatched++
+				b.unreachable(i, r)
 				continue
 			}
 			if l.s.h == nil {
@@ -223,6 +225,23 @@ func (b *batch[V]) handle(n int) {
 		l.c.unmatchedMulti.Add(unmatchedMulti)
 	}
 	b.flush()
+}
+
+// unreachable answers the unmatched unicast datagram r (msgs[i]) with a
+// port unreachable, if the server sends them.
+func (b *batch[V]) unreachable(i int, r *Request[V]) {
+	ic := b.l.s.icmp
+	if ic == nil {
+		return
+	}
+	switch sent, limited, err := ic.unreachable(r.Src, r.Dst, r.Ifindex, r.Payload); {
+	case err != nil:
+		b.l.c.icmpErrors.Add(1)
+	case sent:
+		b.l.c.icmpSent.Add(1)
+	case limited:
+		b.l.c.icmpLimited.Add(1)
+	}
 }
 
 // parse reads the addressing of msgs[i] into addr[i] and says how to

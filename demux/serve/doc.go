@@ -37,9 +37,11 @@
 // Request.Multicast and its own records.
 //
 // A datagram that no socket receives is counted (Stats.Unmatched) and
-// dropped. Linux would answer a unicast one with an ICMP port unreachable
-// (and count it in UDP NoPorts); this package sends no ICMP, and for
-// multicast and broadcast Linux sends none either (Stats.UnmatchedMulticast).
+// dropped. Linux answers a unicast one with an ICMP port unreachable (and
+// counts it in UDP NoPorts); the server does so with
+// Options.PortUnreachable, from raw sockets (CAP_NET_RAW), rate-limited
+// as Linux's defaults limit it. For multicast and broadcast Linux sends
+// none (Stats.UnmatchedMulticast).
 // Datagrams that the kernel dropped because a kernel socket's receive
 // buffer was full are counted from SO_RXQ_OVFL (Stats.KernelDrops).
 //

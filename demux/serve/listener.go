@@ -32,6 +32,7 @@ type listener[V any] struct {
 type counters struct {
 	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
 	replies, replyErrors, readErrors, unhandled               atomic.Uint64
+	icmpSent, icmpLimited, icmpErrors                         atomic.Uint64
 	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
 }
 
@@ -45,6 +46,9 @@ func (c *counters) addTo(st *Stats) {
 	st.ReplyErrors += c.replyErrors.Load()
 	st.ReadErrors += c.readErrors.Load()
 	st.Unhandled += c.unhandled.Load()
+	st.ICMPSent += c.icmpSent.Load()
+	st.ICMPLimited += c.icmpLimited.Load()
+	st.ICMPErrors += c.icmpErrors.Load()
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 

@@ -42,6 +42,19 @@ type Options struct {
 	// IP_PKTINFO); elsewhere, the directed broadcast addresses of the
 	// arrival interface, as read from the system at most once a second.
 	Broadcast func(dst netip.Addr, ifindex int) bool
+	// PortUnreachable answers a unicast datagram that no socket receives
+	// with an ICMP (ICMPv6) port unreachable, as Linux does, so that the
+	// client's socket reports ECONNREFUSED instead of waiting out its
+	// timeout. It needs raw sockets, and so CAP_NET_RAW: without it, New
+	// fails. The errors are rate-limited as Linux's defaults do: 1 000 a
+	// second host-wide, bursts of 50 (net.ipv4.icmp_msgs_per_sec and
+	// icmp_msgs_burst), and to each destination one a second after a
+	// burst of 6 (icmp_ratelimit), a limit that Linux, and the server,
+	// skip for a loopback destination. A datagram a limit holds back is
+	// counted in Stats.ICMPLimited. Off by default: a service on a
+	// table that holds some of a port's addresses then tells the rest
+	// of the world which ones it does not serve, as Linux does.
+	PortUnreachable bool
 }
 
 // ErrStopped is the error of a bind on a new port after Stop.
@@ -63,6 +76,7 @@ type Server[V any] struct {
 	wg      sync.WaitGroup // the readers
 
 	conns conns[V]
+	icmp  *icmpSender // nil unless Options.PortUnreachable
 }
 
 // portSockets are the kernel sockets of one port.
@@ -83,6 +97,13 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		o.MaxDatagram = 2048
 	}
 	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	if o.PortUnreachable {
+		ic, err := newICMPSender(o.IPv4Only)
+		if err != nil {
+			return nil, fmt.Errorf("serve: PortUnreachable: %w", err)
+		}
+		s.icmp = ic
+	}
 	s.conns.nudge = make(chan struct{}, 1)
 	user := cfg.OnPort
 	cfg.OnPort = func(port uint16, inUse bool) error {
@@ -106,6 +127,9 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	}
 	t, err := demux.New[V](cfg)
 	if err != nil {
+		if s.icmp != nil {
+			s.icmp.close()
+		}
 		return nil, err
 	}
 	s.t = t
@@ -218,6 +242,10 @@ func (s *Server[V]) Stop() error {
 		}
 		delete(s.ports, port)
 	}
+	if s.icmp != nil {
+		// The readers, its only users, have ended.
+		s.icmp.close()
+	}
 	return nil
 }
 
@@ -244,9 +272,13 @@ type Stats struct {
 	Delivered uint64
 	// Unmatched counts unicast datagrams that no socket receives (those
 	// for a socket that closed between the lookup and the delivery
-	// included). Linux would send an ICMP port unreachable for each; the
-	// server sends none.
+	// included). Linux sends an ICMP port unreachable for each; the
+	// server does with Options.PortUnreachable.
 	Unmatched uint64
+	// ICMPSent counts the port unreachables sent, ICMPLimited those the
+	// rate limits held back, and ICMPErrors those whose send failed
+	// (Options.PortUnreachable).
+	ICMPSent, ICMPLimited, ICMPErrors uint64
 	// UnmatchedMulticast counts multicast and broadcast datagrams that no
 	// socket receives (Linux drops them silently too).
 	UnmatchedMulticast uint64

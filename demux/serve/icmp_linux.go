@@ -1,0 +1,148 @@
+package serve
+
+import (
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// icmpSender sends the port unreachable errors of Options.PortUnreachable
+// from raw ICMP and ICMPv6 sockets, which take CAP_NET_RAW. Its methods
+// are safe for concurrent use.
+type icmpSender struct {
+	fd4, fd6 int // -1 if not open
+	lim      *icmpLimiter
+	bufs     sync.Pool // *[]byte, a message's room
+}
+
+// Socket options of raw ICMP sockets that package syscall lacks: the
+// filters of the ICMP types a raw socket receives (linux/icmp.h,
+// linux/icmpv6.h).
+const (
+	solRaw      = 255 // SOL_RAW
+	icmpFilter  = 1   // ICMP_FILTER, under SOL_RAW
+	icmp6Filter = 1   // ICMP6_FILTER, under IPPROTO_ICMPV6
+)
+
+// newICMPSender opens the raw sockets: an ICMPv6 one unless v4only. The
+// sockets only send: each filters out every ICMP type it would receive,
+// so that no copy of the host's ICMP traffic queues on them.
+func newICMPSender(v4only bool) (*icmpSender, error) {
+	s := &icmpSender{fd4: -1, fd6: -1, lim: newICMPLimiter(time.Now())}
+	s.bufs.New = func() any { b := make([]byte, 0, 8+quote6Max); return &b }
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.IPPROTO_ICMP)
+	if err != nil {
+		return nil, err
+	}
+	s.fd4 = fd
+	if err := syscall.SetsockoptInt(fd, solRaw, icmpFilter, -1); err != nil {
+		s.close()
+		return nil, err
+	}
+	if v4only {
+		return s, nil
+	}
+	fd, err = syscall.Socket(syscall.AF_INET6, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.IPPROTO_ICMPV6)
+	if err == syscall.EAFNOSUPPORT {
+		return s, nil // a kernel without IPv6
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.fd6 = fd
+	var block [8]uint32 // ICMP6_FILTER: a set bit blocks its type
+	for i := range block {
+		block[i] = ^uint32(0)
+	}
+	if err := setsockoptBytes(fd, syscall.IPPROTO_ICMPV6, icmp6Filter, unsafe.Slice((*byte)(unsafe.Pointer(&block)), 32)); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func setsockoptBytes(fd, level, opt int, b []byte) error {
+	_, _, e := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
+		uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// unreachable answers the unmatched UDP datagram of payload from src to
+// dst, which arrived on interface ifindex, with a port unreachable from
+// dst's address, unless the rate limits hold it back (limited) or Linux
+// would not answer it (a source that no error may go to). It reports
+// whether it sent one, and the error of the send.
+func (s *icmpSender) unreachable(src, dst netip.AddrPort, ifindex int, payload []byte) (sent, limited bool, err error) {
+	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
+	fd := s.fd4
+	if v6 {
+		fd = s.fd6
+	}
+	if fd < 0 || !src.Addr().IsValid() || src.Addr().IsUnspecified() || src.Addr().IsMulticast() {
+		return false, false, nil
+	}
+	if !s.lim.allow(src.Addr(), time.Now()) {
+		return false, true, nil
+	}
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	msg := portUnreachable((*bp)[:0], src, dst, payload)
+	*bp = msg[:0]
+	if v6 {
+		err = sendICMP6(fd, msg, src.Addr(), dst.Addr(), ifindex)
+	} else {
+		err = sendICMP4(fd, msg, src.Addr().Unmap(), dst.Addr().Unmap())
+	}
+	return err == nil, false, err
+}
+
+// sendICMP4 sends msg to to, from the local address from (IP_PKTINFO's
+// spec_dst), letting routing choose the interface.
+func sendICMP4(fd int, msg []byte, to, from netip.Addr) error {
+	var info syscall.Inet4Pktinfo
+	info.Spec_dst = from.As4()
+	oob := make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(info))))
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = syscall.IPPROTO_IP, syscall.IP_PKTINFO
+	h.SetLen(syscall.CmsgLen(int(unsafe.Sizeof(info))))
+	*(*syscall.Inet4Pktinfo)(unsafe.Pointer(&oob[syscall.CmsgLen(0)])) = info
+	sa := &syscall.SockaddrInet4{Addr: to.As4()}
+	return syscall.Sendmsg(fd, msg, oob, sa, 0)
+}
+
+// sendICMP6 sends msg to to, from the local address from (IPV6_PKTINFO),
+// through interface ifindex when either address needs one (link-local).
+func sendICMP6(fd int, msg []byte, to, from netip.Addr, ifindex int) error {
+	var info syscall.Inet6Pktinfo
+	info.Addr = from.As16()
+	scoped := to.IsLinkLocalUnicast() || from.IsLinkLocalUnicast()
+	if scoped {
+		info.Ifindex = uint32(ifindex)
+	}
+	oob := make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(info))))
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	h.Level, h.Type = syscall.IPPROTO_IPV6, syscall.IPV6_PKTINFO
+	h.SetLen(syscall.CmsgLen(int(unsafe.Sizeof(info))))
+	*(*syscall.Inet6Pktinfo)(unsafe.Pointer(&oob[syscall.CmsgLen(0)])) = info
+	sa := &syscall.SockaddrInet6{Addr: to.As16()}
+	if scoped {
+		sa.ZoneId = uint32(ifindex)
+	}
+	return syscall.Sendmsg(fd, msg, oob, sa, 0)
+}
+
+// close closes the raw sockets.
+func (s *icmpSender) close() {
+	for _, fd := range []*int{&s.fd4, &s.fd6} {
+		if *fd >= 0 {
+			_ = syscall.Close(*fd)
+			*fd = -1
+		}
+	}
+}
