@@ -74,7 +74,9 @@ type portSockets[V any] struct{ v4, v6 *listener[V] }
 // when every socket has a Conn: a datagram for a socket without one is
 // then dropped and counted in Stats.Unhandled. cfg.OnPort, if set, is
 // called after the server has opened (before it has closed) a port's
-// kernel sockets; its veto closes them again.
+// kernel sockets; its veto closes them again, and so does its panic,
+// which then reaches the caller of Bind with the port's kernel sockets
+// and readers gone.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.Batch <= 0 {
 		o.Batch = 32
@@ -96,12 +98,22 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		if err := s.openPort(port); err != nil {
 			return err
 		}
-		if user != nil {
-			if err := user(port, true); err != nil {
-				s.closePort(port)
-				return err
-			}
+		if user == nil {
+			return nil
 		}
+		// The table undoes a bind whose hook panics without an
+		// OnPort(port, false) to follow, so the kernel sockets just
+		// opened are closed here, on the way out of a veto or a panic.
+		kept := false
+		defer func() {
+			if !kept {
+				s.closePort(port)
+			}
+		}()
+		if err := user(port, true); err != nil {
+			return err
+		}
+		kept = true
 		return nil
 	}
 	t, err := demux.New[V](cfg)
