@@ -25,7 +25,10 @@ type listener[V any] struct {
 	// closing is set when the port went out of use, stopping when the
 	// server stops: either makes a failed read the reader's last.
 	closing, stopping atomic.Bool
-	c                 counters
+	// busy is set while the reader handles a batch, closeAfter when its
+	// port went out of use meanwhile; both under s.mu.
+	busy, closeAfter bool
+	c                counters
 }
 
 // counters are a listener's counts, written by its reader.
@@ -127,6 +130,10 @@ func (l *listener[V]) run() {
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
 			continue
 		}
+		l.s.begin(l)
 		b.handle(n)
+		if l.s.end(l) {
+			return
+		}
 	}
 }

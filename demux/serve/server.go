@@ -55,12 +55,16 @@ type Server[V any] struct {
 	opts  Options
 	bcast broadcastCache
 
-	mu      sync.Mutex
-	ports   map[uint16]*portSockets[V] // open kernel sockets
-	readers map[*listener[V]]struct{}  // listeners whose reader runs
-	retired Stats                      // counts of readers that ended
-	stopped bool
-	wg      sync.WaitGroup // the readers
+	mu    sync.Mutex
+	ports map[uint16]*portSockets[V] // open kernel sockets
+	// draining are the kernel sockets of ports out of use whose readers
+	// are in a batch: each closes its socket when the batch's replies
+	// are sent, unless a bind on the port takes it back first.
+	draining map[uint16]*portSockets[V]
+	readers  map[*listener[V]]struct{} // listeners whose reader runs
+	retired  Stats                     // counts of readers that ended
+	stopped  bool
+	wg       sync.WaitGroup // the readers
 
 	conns conns[V]
 }
@@ -84,7 +88,7 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 2048
 	}
-	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
 	s.conns.nudge = make(chan struct{}, 1)
 	user := cfg.OnPort
 	cfg.OnPort = func(port uint16, inUse bool) error {
@@ -135,23 +139,43 @@ func (s *Server[V]) openPort(port uint16) error {
 	if s.stopped {
 		return ErrStopped
 	}
-	ps := &portSockets[V]{}
-	var err error
-	if ps.v4, err = s.listen(port, false); err != nil {
-		return err
+	// A kernel socket still draining holds the port on the host: the
+	// port's new life takes it back rather than fail to bind another.
+	d := s.draining[port]
+	delete(s.draining, port)
+	reuse := func(l *listener[V]) *listener[V] {
+		if l != nil && l.closeAfter {
+			l.closeAfter = false
+			return l
+		}
+		return nil
 	}
-	if !s.opts.IPv4Only {
+	ps, fresh := &portSockets[V]{}, &portSockets[V]{}
+	if d != nil {
+		ps.v4, ps.v6 = reuse(d.v4), reuse(d.v6)
+	}
+	var err error
+	if ps.v4 == nil {
+		if ps.v4, err = s.listen(port, false); err != nil {
+			s.drainLocked(port, ps)
+			return err
+		}
+		fresh.v4 = ps.v4
+	}
+	if !s.opts.IPv4Only && ps.v6 == nil {
 		ps.v6, err = s.listen(port, true)
 		switch {
 		case errors.Is(err, syscall.EAFNOSUPPORT):
 			// A kernel without IPv6: serve IPv4 only.
 		case err != nil:
-			_ = ps.v4.conn.Close()
+			ps.v6 = nil
+			s.drainLocked(port, ps)
 			return err
 		}
+		fresh.v6 = ps.v6
 	}
 	s.ports[port] = ps
-	for _, l := range []*listener[V]{ps.v4, ps.v6} {
+	for _, l := range []*listener[V]{fresh.v4, fresh.v6} {
 		if l != nil {
 			s.readers[l] = struct{}{}
 			s.wg.Add(1)
@@ -161,24 +185,68 @@ func (s *Server[V]) openPort(port uint16) error {
 	return nil
 }
 
-// closePort closes port's kernel sockets. Their readers end after the
-// batch they are handling; datagrams still queued in the kernel are lost,
-// as they are when a socket is closed.
+// closePort closes port's kernel sockets: now if their readers are
+// between batches, else when the batch they are handling has sent its
+// replies (the port's last socket may close in a handler that has
+// replied). Datagrams still queued in the kernel are lost, as they are
+// when a socket is closed.
 func (s *Server[V]) closePort(port uint16) {
 	s.mu.Lock()
 	ps := s.ports[port]
 	delete(s.ports, port)
-	s.mu.Unlock()
-	if ps == nil {
-		return
+	if ps != nil {
+		s.drainLocked(port, ps)
 	}
+	s.mu.Unlock()
+	s.nudgeWatcher() // a Conn's socket may have been the port's last
+}
+
+// drainLocked closes the kernel sockets of ps, port's, whose readers are
+// between batches and leaves the others to close at their batch's end.
+// It runs under s.mu.
+func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
+	pending := false
 	for _, l := range []*listener[V]{ps.v4, ps.v6} {
-		if l != nil {
+		switch {
+		case l == nil:
+		case l.busy:
+			l.closeAfter = true
+			pending = true
+		default:
 			l.closing.Store(true)
 			_ = l.conn.Close()
 		}
 	}
-	s.nudgeWatcher() // a Conn's socket may have been the port's last
+	if pending {
+		s.draining[port] = ps
+	}
+}
+
+// begin marks l's reader as handling a batch: a close of its port waits
+// for the batch's end.
+func (s *Server[V]) begin(l *listener[V]) {
+	s.mu.Lock()
+	l.busy = true
+	s.mu.Unlock()
+}
+
+// end marks the end of l's batch, whose replies are sent, and closes l's
+// kernel socket if its port went out of use meanwhile. It reports
+// whether it closed it.
+func (s *Server[V]) end(l *listener[V]) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.busy = false
+	if !l.closeAfter {
+		return false
+	}
+	l.closeAfter = false
+	l.closing.Store(true)
+	_ = l.conn.Close()
+	if d := s.draining[l.port]; d != nil && !(d.v4 != nil && d.v4.closeAfter) && !(d.v6 != nil && d.v6.closeAfter) {
+		delete(s.draining, l.port)
+	}
+	return true
 }
 
 // retire adds the counts of l, whose reader ends, to the server's.
