@@ -104,12 +104,12 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 	}
 	b.req.b = b
 	b.deliver = func(s *demux.Socket[V], v V) bool {
+		if s.Closed() {
+			return true
+		}
 		if c := b.l.s.connOf(s); c != nil {
 			b.copyToConn(c, b.cur)
 			b.delivered++
-			return true
-		}
-		if s.Closed() {
 			return true
 		}
 		if b.l.s.h == nil {
@@ -178,18 +178,16 @@ func (b *batch[V]) handle(n int) {
 			s := b.out[j]
 			b.out[j] = nil
 			j++
-			if s == nil {
+			// A socket that closed since the lookup (a handler of this
+			// batch may have closed it) receives nothing, through its
+			// Conn neither, which learns of the close only later.
+			if s == nil || s.Closed() {
 				unmatched++
 				continue
 			}
 			if c := l.s.connOf(s); c != nil {
 				b.toConn(c, i)
 				b.delivered++
-				continue
-			}
-			if s.Closed() {
-				// It closed since the lookup: no socket receives it.
-				unmatched++
 				continue
 			}
 			if l.s.h == nil {

@@ -1,8 +1,12 @@
 package serve_test
 
 import (
+	"fmt"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -70,6 +74,83 @@ func TestReplyThenCloseLastSocket(t *testing.T) {
 			st := srv.Stats()
 			assert.Zero(t, st.ReplyErrors)
 			assert.Equal(t, st.Delivered, st.Replies)
+		})
+	}
+}
+
+// TestClosedDuringBatchReceivesNothing: a handler closes a socket while
+// later datagrams for it wait in the same batch (all looked up before
+// the first handler ran). None of them reaches the closed socket, whether
+// it has a handler or a Conn: Linux discards a closed socket's queue.
+func TestClosedDuringBatchReceivesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		conn bool // the closed socket has a Conn
+	}{
+		{"handler", false},
+		{"conn", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const later = 6
+			hold, release := make(chan struct{}), make(chan struct{})
+			var victim *demux.Socket[string]
+			var mu sync.Mutex
+			var after []string // datagrams the closed socket got
+			srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+				switch p := string(r.Payload); {
+				case p == "hold":
+					close(hold)
+					<-release
+				case p == "close":
+					require.NoError(t, victim.Close())
+				case r.Socket == victim:
+					mu.Lock()
+					after = append(after, p)
+					mu.Unlock()
+				}
+			}, serve.Options{})
+			require.NoError(t, err)
+			defer srv.Close()
+			keeper := boundPort(t, srv, "127.0.0.1", "keeper")
+			port := keeper.LocalAddr().Port()
+			victim, err = srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port}, "victim")
+			require.NoError(t, err)
+			var conned atomic.Int32
+			if tc.conn {
+				c, err := srv.SocketConn(victim)
+				require.NoError(t, err)
+				go func() {
+					buf := make([]byte, 64)
+					for {
+						if _, _, err := c.ReadFrom(buf); err != nil {
+							return
+						}
+						conned.Add(1)
+					}
+				}()
+			}
+			cl := client(t, "127.0.0.1")
+			send := func(to, p string) {
+				_, err := cl.WriteToUDPAddrPort([]byte(p), netip.AddrPortFrom(netip.MustParseAddr(to), port))
+				require.NoError(t, err)
+			}
+			// The reader blocks in the first handler; meanwhile the
+			// rest queue up in the kernel and make its next batch.
+			send("127.0.0.1", "hold")
+			<-hold
+			send("127.0.0.1", "close")
+			for i := range later {
+				send("127.0.0.2", fmt.Sprint("late", i))
+			}
+			before := srv.Stats()
+			close(release)
+			waitFor(t, func() bool { return srv.Stats().Received == before.Received+1+later }, "the batch is read")
+			waitFor(t, func() bool { return srv.Stats().Unmatched == before.Unmatched+later }, "its late datagrams are unmatched")
+			time.Sleep(20 * time.Millisecond) // a Conn's read would have returned by now
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Empty(t, after, "handler calls for the closed socket")
+			assert.Zero(t, conned.Load(), "datagrams read from the closed socket's Conn")
 		})
 	}
 }
