@@ -1,8 +1,12 @@
 package serve
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"sync"
+	"syscall"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -10,7 +14,9 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// Request is one datagram for one receiving socket.
+// Request is one datagram for one receiving socket. Each handler call
+// gets a Request of its own, which its Reply refuses once the call has
+// returned.
 type Request[V any] struct {
 	// Payload is the datagram's payload.
 	Payload []byte
@@ -25,8 +31,14 @@ type Request[V any] struct {
 	Socket *demux.Socket[V]
 	Value  V
 
-	b *batch[V]
+	b    *batch[V]
+	done bool // the handler returned; under b.mu
 }
+
+// ErrRequestDone is the error of a Reply made after the Request's handler
+// returned. The reply is not sent: the datagram's batch may be gone, and
+// its client with it.
+var ErrRequestDone = errors.New("serve: reply after the handler returned")
 
 // Reply queues p to be sent back to r.Src, from r.Dst's address when r.Dst
 // is unicast (so a datagram sent to 127.0.0.2 is answered from 127.0.0.2)
@@ -35,8 +47,25 @@ type Request[V any] struct {
 // determine it (multicast, broadcast, IPv6 link-local); otherwise routing
 // chooses, as it would for a kernel socket bound to r.Dst. p is copied;
 // the replies of a batch are sent together (sendmmsg) after its handlers
-// return. Reply must be called during the handler.
-func (r *Request[V]) Reply(p []byte) { r.b.queue(r, p) }
+// return, even when a handler closed the socket or its port meanwhile.
+//
+// Reply may be called from any goroutine, but only until the handler
+// returns: afterwards it sends nothing and returns ErrRequestDone. A
+// Request that the server did not make gives an error that wraps EINVAL.
+// A failed send is counted in Stats.ReplyErrors, not returned.
+func (r *Request[V]) Reply(p []byte) error {
+	if r == nil || r.b == nil {
+		return fmt.Errorf("serve: Reply on a Request the server did not make: %w", syscall.EINVAL)
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.done {
+		return ErrRequestDone
+	}
+	b.queue(r, p)
+	return nil
+}
 
 // batch holds one reader's buffers, reused for every batch it reads.
 type batch[V any] struct {
@@ -56,12 +85,19 @@ type batch[V any] struct {
 	// window is how many of msgs the next read offers the kernel.
 	window int
 
-	req       Request[V]
+	// reqs is the unused rest of a slab of Requests, one per handler
+	// call: a Request is never reused, so that one kept past its call
+	// cannot reach the datagram of a later one. Slabs make one
+	// allocation per len(msgs) calls.
+	reqs      []Request[V]
 	deliver   func(*demux.Socket[V], V) bool // LookupMulticast's callback
 	delivered uint64                         // handler calls and Conn deliveries in this batch
 	unhandled uint64
 	cur       int // the message LookupMulticast's callback delivers
 
+	// mu orders Reply, which may run on a goroutine of the handler's,
+	// with the reader's queueing and with the end of each handler call.
+	mu      sync.Mutex
 	replies []ipv4.Message
 	rbufs   [][]byte
 	nreply  int
@@ -102,7 +138,6 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 		b.msgs[i].OOB = make([]byte, oob)
 		b.rbufs[i] = make([]byte, 0, size)
 	}
-	b.req.b = b
 	b.deliver = func(s *demux.Socket[V], v V) bool {
 		if s.Closed() {
 			return true
@@ -116,8 +151,7 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 			b.unhandled++
 			return true
 		}
-		b.req.Socket, b.req.Value = s, v
-		b.l.s.h(&b.req)
+		b.call(b.request(b.cur, true, s, v))
 		b.delivered++
 		return true
 	}
@@ -168,10 +202,6 @@ func (b *batch[V]) handle(n int) {
 	var unmatched, unmatchedMulti uint64
 	j := 0
 	for i := range n {
-		m := &b.msgs[i]
-		r := &b.req
-		r.Payload = m.Buffers[0][:m.N]
-		r.Src, r.Dst, r.Ifindex = b.addr[i].Src, b.addr[i].Dst, b.addr[i].Ifindex
 		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
@@ -194,21 +224,18 @@ func (b *batch[V]) handle(n int) {
 				b.unhandled++
 				continue
 			}
-			r.Multicast = false
-			r.Socket, r.Value = s, s.Value()
-			l.s.h(r)
+			b.call(b.request(i, false, s, s.Value()))
 			b.delivered++
 		case multicast:
-			r.Multicast = true
 			before := b.delivered + b.unhandled
 			b.cur = i
-			l.s.t.LookupMulticast(r.Src, r.Dst, r.Ifindex, b.deliver)
+			a := &b.addr[i]
+			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
 			if b.delivered+b.unhandled == before {
 				unmatchedMulti++
 			}
 		}
 	}
-	b.req.Socket, b.req.Payload = nil, nil
 	if b.unhandled != 0 {
 		l.c.unhandled.Add(b.unhandled)
 	}
@@ -220,7 +247,32 @@ func (b *batch[V]) handle(n int) {
 		l.c.unmatched.Add(unmatched)
 		l.c.unmatchedMulti.Add(unmatchedMulti)
 	}
+	b.mu.Lock()
 	b.flush()
+	b.mu.Unlock()
+}
+
+// request returns a new Request for msgs[i] and the receiving socket s.
+func (b *batch[V]) request(i int, mcast bool, s *demux.Socket[V], v V) *Request[V] {
+	if len(b.reqs) == 0 {
+		b.reqs = make([]Request[V], len(b.msgs))
+	}
+	r := &b.reqs[0]
+	b.reqs = b.reqs[1:]
+	m, a := &b.msgs[i], &b.addr[i]
+	*r = Request[V]{
+		Payload: m.Buffers[0][:m.N], Src: a.Src, Dst: a.Dst, Ifindex: a.Ifindex,
+		Multicast: mcast, Socket: s, Value: v, b: b,
+	}
+	return r
+}
+
+// call runs the handler for r, then closes r to Reply.
+func (b *batch[V]) call(r *Request[V]) {
+	b.l.s.h(r)
+	b.mu.Lock()
+	r.done = true
+	b.mu.Unlock()
 }
 
 // parse reads the addressing of msgs[i] into addr[i] and says how to
@@ -279,7 +331,7 @@ func (b *batch[V]) copyToConn(c *Conn, i int) {
 	}
 }
 
-// queue copies p into the batch's replies to r.Src.
+// queue copies p into the batch's replies to r.Src. It runs under b.mu.
 func (b *batch[V]) queue(r *Request[V], p []byte) {
 	if b.nreply == len(b.replies) {
 		b.flush()
@@ -306,7 +358,7 @@ func (b *batch[V]) queue(r *Request[V], p []byte) {
 }
 
 // flush sends the queued replies. A reply that fails is counted and
-// skipped.
+// skipped. It runs under b.mu.
 func (b *batch[V]) flush() {
 	ms := b.replies[:b.nreply]
 	for len(ms) > 0 {

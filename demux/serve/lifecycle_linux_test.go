@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -151,6 +152,81 @@ func TestClosedDuringBatchReceivesNothing(t *testing.T) {
 			defer mu.Unlock()
 			assert.Empty(t, after, "handler calls for the closed socket")
 			assert.Zero(t, conned.Load(), "datagrams read from the closed socket's Conn")
+		})
+	}
+}
+
+// TestStaleRequestRefused: a Request kept past its handler's return
+// refuses Reply with ErrRequestDone, whether called between other
+// datagrams' handlers or while they run, and no client gets its reply:
+// neither the one it was for nor the one served since.
+func TestStaleRequestRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		concurrent bool // Reply while other handlers run
+	}{
+		{"between handlers", false},
+		{"while handlers run", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept := make(chan *serve.Request[string], 1)
+			srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+				if string(r.Payload) == "keep" {
+					kept <- r
+					return
+				}
+				require.NoError(t, r.Reply(append([]byte("ok:"), r.Payload...)))
+			}, serve.Options{})
+			require.NoError(t, err)
+			defer srv.Close()
+			dst := boundPort(t, srv, "127.0.0.1", "s").LocalAddr()
+			a, b := client(t, "127.0.0.1"), client(t, "127.0.0.1")
+			_, err = a.WriteToUDPAddrPort([]byte("keep"), dst)
+			require.NoError(t, err)
+			var stale *serve.Request[string]
+			select {
+			case stale = <-kept:
+			case <-time.After(readTimeout):
+				t.Fatal("the handler did not run")
+			}
+			secret := []byte("secret for A")
+
+			stop := make(chan struct{})
+			refused := make(chan error, 1)
+			if tc.concurrent {
+				go func() {
+					for {
+						select {
+						case <-stop:
+							refused <- nil
+							return
+						default:
+						}
+						if err := stale.Reply(secret); !errors.Is(err, serve.ErrRequestDone) {
+							refused <- fmt.Errorf("stale Reply: %v", err)
+							return
+						}
+					}
+				}()
+			}
+			for i := range 20 {
+				if !tc.concurrent {
+					require.ErrorIs(t, stale.Reply(secret), serve.ErrRequestDone)
+				}
+				q := fmt.Sprint("b", i)
+				got, _ := ask(t, b, dst, q)
+				require.Equal(t, "ok:"+q, got)
+			}
+			if tc.concurrent {
+				close(stop)
+				require.NoError(t, <-refused)
+			}
+			require.NoError(t, a.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+			n, _, err := a.ReadFromUDPAddrPort(make([]byte, 64))
+			require.Error(t, err, "the first client got %d bytes", n)
+			st := srv.Stats()
+			assert.Equal(t, uint64(20), st.Replies)
+			assert.Zero(t, st.ReplyErrors)
 		})
 	}
 }

@@ -13,9 +13,12 @@ import (
 )
 
 // Handler handles one datagram for one receiving socket that has no Conn.
-// The Request and its Payload are valid only during the call; Payload is
-// shared by all the receivers of a multicast datagram and must not be
-// modified.
+// The Request's Payload is valid only during the call (the next read
+// reuses its buffer), and it is shared by all the receivers of a
+// multicast datagram: it must not be modified. The Request's Reply works
+// only during the call too, and returns ErrRequestDone afterwards. A
+// panic in a handler is not recovered: like any goroutine's, it ends the
+// program.
 type Handler[V any] func(r *Request[V])
 
 // Options tune a Server. The zero value is a good default.
