@@ -139,10 +139,11 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 		b.rbufs[i] = make([]byte, 0, size)
 	}
 	b.deliver = func(s *demux.Socket[V], v V) bool {
+		c := b.l.s.connOf(s) // before Closed, as in handle
 		if s.Closed() {
 			return true
 		}
-		if c := b.l.s.connOf(s); c != nil {
+		if c != nil {
 			b.copyToConn(c, b.cur)
 			b.delivered++
 			return true
@@ -208,14 +209,22 @@ func (b *batch[V]) handle(n int) {
 			s := b.out[j]
 			b.out[j] = nil
 			j++
-			// A socket that closed since the lookup (a handler of this
-			// batch may have closed it) receives nothing, through its
-			// Conn neither, which learns of the close only later.
-			if s == nil || s.Closed() {
+			if s == nil {
 				unmatched++
 				continue
 			}
-			if c := l.s.connOf(s); c != nil {
+			// A socket that closed since the lookup (a handler of this
+			// batch may have closed it) receives nothing, through its
+			// Conn neither, which learns of a close through the table
+			// only later. Closed is asked after connOf: a Conn's Close
+			// closes the socket before it forgets the Conn, so a socket
+			// found without one is seen closed if it was.
+			c := l.s.connOf(s)
+			if s.Closed() {
+				unmatched++
+				continue
+			}
+			if c != nil {
 				b.toConn(c, i)
 				b.delivered++
 				continue
