@@ -45,6 +45,13 @@ type Options struct {
 	// IP_PKTINFO); elsewhere, the directed broadcast addresses of the
 	// arrival interface, as read from the system at most once a second.
 	Broadcast func(dst netip.Addr, ifindex int) bool
+	// FreeBind lets the table's sockets bind addresses that the host does
+	// not have, as IP_FREEBIND (or net.ipv4.ip_nonlocal_bind) does on
+	// Linux. Without it, and unless the caller sets Config.IsLocal, New
+	// sets Config.IsLocal from the host's interface addresses, so that a
+	// bind to an address the host lacks fails with EADDRNOTAVAIL rather
+	// than bind a socket that no datagram can reach.
+	FreeBind bool
 }
 
 // ErrStopped is the error of a bind on a new port after Stop.
@@ -57,6 +64,7 @@ type Server[V any] struct {
 	h     Handler[V]
 	opts  Options
 	bcast broadcastCache
+	local hostAddrs
 
 	mu    sync.Mutex
 	ports map[uint16]*portSockets[V] // open kernel sockets
@@ -93,6 +101,9 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	}
 	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
 	s.conns.nudge = make(chan struct{}, 1)
+	if cfg.IsLocal == nil && !o.FreeBind {
+		cfg.IsLocal = s.local.isLocal
+	}
 	user := cfg.OnPort
 	cfg.OnPort = func(port uint16, inUse bool) error {
 		if !inUse {
