@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/ipv4"
 
 	"github.com/udpdemux/udpdemux/demux"
 	"github.com/udpdemux/udpdemux/demux/serve"
@@ -235,6 +236,41 @@ func TestStaleRequestRefused(t *testing.T) {
 			require.Error(t, err, "the first client got %d bytes", n)
 			waitFor(t, func() bool { return srv.Stats().Replies == 20 }, "20 replies counted")
 			assert.Zero(t, srv.Stats().ReplyErrors)
+		})
+	}
+}
+
+// TestConnClosedThroughTableReadsNothing: when a Conn's socket is closed
+// through the table, the Conn's reads fail with net.ErrClosed at once,
+// without returning the datagrams it had queued, as reads on a closed
+// kernel socket do; the server's periodic check need not have run.
+func TestConnClosedThroughTableReadsNothing(t *testing.T) {
+	for _, read := range []struct {
+		name string
+		f    func(c *serve.Conn) error
+	}{
+		{"ReadFrom", func(c *serve.Conn) error { _, _, err := c.ReadFrom(make([]byte, 64)); return err }},
+		{"ReadBatch", func(c *serve.Conn) error {
+			ms := []ipv4.Message{{Buffers: [][]byte{make([]byte, 64)}}}
+			_, err := c.ReadBatch(ms, 0)
+			return err
+		}},
+	} {
+		t.Run(read.name, func(t *testing.T) {
+			srv, err := serve.New[string](demux.Config{}, nil, serve.Options{})
+			require.NoError(t, err)
+			defer srv.Close()
+			sk := boundPort(t, srv, "127.0.0.1", "s")
+			c, err := srv.SocketConn(sk)
+			require.NoError(t, err)
+			cl := client(t, "127.0.0.1")
+			for range 3 {
+				_, err := cl.WriteToUDPAddrPort([]byte("queued"), sk.LocalAddr())
+				require.NoError(t, err)
+			}
+			waitFor(t, func() bool { return srv.Stats().Delivered == 3 }, "3 datagrams queued for the Conn")
+			require.NoError(t, sk.Close())
+			require.ErrorIs(t, read.f(c), net.ErrClosed)
 		})
 	}
 }
