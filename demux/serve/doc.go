@@ -79,9 +79,9 @@
 // the table, its handle or its Conn) receives nothing afterwards, not even
 // the datagrams of the batch being handled that were looked up before
 // the close: those are counted in Stats.Unmatched, as Linux discards a
-// closed socket's queue. A Conn that ends drops the datagrams in its
-// queue. When a port goes out of use, the datagrams its kernel sockets
-// still hold are lost with them. Server.Stop handles every datagram
+// closed socket's queue. A Conn whose socket closed drops the datagrams
+// in its queue: its reads fail with net.ErrClosed. When a port goes out
+// of use, the datagrams its kernel sockets still hold are lost with them. Server.Stop handles every datagram
 // already read, and sends its replies.
 //
 // What a panic does: the panic of a caller's Config.OnPort that is told
