@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/net/ipv4"
@@ -89,11 +90,30 @@ type batch[V any] struct {
 	// call: a Request is never reused, so that one kept past its call
 	// cannot reach the datagram of a later one. Slabs make one
 	// allocation per len(msgs) calls.
-	reqs      []Request[V]
-	deliver   func(*demux.Socket[V], V) bool // LookupMulticast's callback
-	delivered uint64                         // handler calls and Conn deliveries in this batch
-	unhandled uint64
-	cur       int // the message LookupMulticast's callback delivers
+	reqs    []Request[V]
+	deliver func(*demux.Socket[V], V) bool // LookupMulticast's callback
+	// Counts of this batch not yet added to the listener's: Conn and
+	// multicast deliveries (a unicast handler call is counted as it
+	// starts, so that its reply never leaves uncounted, even when a
+	// hand-off sends it early), and datagrams no socket took.
+	delivered, unhandled, unmatched, unmatchedMulti uint64
+	cur                                             int    // the message LookupMulticast's callback delivers
+	setAside                                        uint64 // multicast deliveries deferred to a handed-off call (deferTo)
+
+	// The delivery cursor: the next message to deliver, the next of the
+	// unicast lookups, and the batch's size. A helper that takes the
+	// batch over starts from them.
+	next, nextU, n int
+	// state is running, or inCall during a unicast handler call, which
+	// the monitor may turn into handedOff (see handoff.go); calls counts
+	// the calls that returned, so that the monitor sees one that lasts.
+	state atomic.Uint32
+	calls atomic.Uint64
+	seen  uint64           // the monitor's last look at calls, plus 1; the monitor's own
+	sock  *demux.Socket[V] // the socket of the call in progress
+	// deferred are datagrams for sock that came after the hand-off, for
+	// this batch's goroutine to handle after its call; under l.mu.
+	deferred []*packet
 
 	// mu orders Reply, which may run on a goroutine of the handler's,
 	// with the reader's queueing and with the end of each handler call.
@@ -152,6 +172,11 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 			b.unhandled++
 			return true
 		}
+		// A socket whose call was handed off gets this one after it too.
+		if b.l.nstuck.Load() != 0 && b.l.deferTo(s, b, b.cur) {
+			b.setAside++
+			return true
+		}
 		b.call(b.request(b.cur, true, s, v))
 		b.delivered++
 		return true
@@ -185,8 +210,9 @@ func (b *batch[V]) read() (int, error) {
 }
 
 // handle looks up and delivers the n datagrams just read, in arrival
-// order, then sends the replies.
-func (b *batch[V]) handle(n int) {
+// order, then sends the replies. It reports whether a helper took the
+// batch over (see deliverRest).
+func (b *batch[V]) handle(n int) bool {
 	l := b.l
 	l.c.received.Add(uint64(n))
 	b.ds = b.ds[:0]
@@ -199,18 +225,28 @@ func (b *batch[V]) handle(n int) {
 	if len(b.ds) > 0 {
 		lookupBatch(l.s.t, b.ds, b.out)
 	}
-	b.delivered, b.unhandled = 0, 0
-	var unmatched, unmatchedMulti uint64
-	j := 0
-	for i := range n {
+	b.next, b.nextU, b.n = 0, 0, n
+	return b.deliverRest()
+}
+
+// deliverRest delivers the batch from its cursor on, in arrival order,
+// then counts it and sends its replies. When the monitor hands the rest
+// of the batch to a helper during a handler call, it stops after that
+// call, finishes what the hand-off left it (handedOff) and reports true:
+// the goroutine is no longer its listener's reader.
+func (b *batch[V]) deliverRest() bool {
+	l := b.l
+	for b.next < b.n {
+		i := b.next
+		b.next++
 		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
-			s := b.out[j]
-			b.out[j] = nil
-			j++
+			s := b.out[b.nextU]
+			b.out[b.nextU] = nil
+			b.nextU++
 			if s == nil {
-				unmatched++
+				b.unmatched++
 				continue
 			}
 			// A socket that closed since the lookup (a handler of this
@@ -221,7 +257,7 @@ func (b *batch[V]) handle(n int) {
 			// found without one is seen closed if it was.
 			c := l.s.connOf(s)
 			if s.Closed() {
-				unmatched++
+				b.unmatched++
 				continue
 			}
 			if c != nil {
@@ -233,46 +269,82 @@ func (b *batch[V]) handle(n int) {
 				b.unhandled++
 				continue
 			}
-			b.call(b.request(i, false, s, s.Value()))
-			b.delivered++
+			if l.nstuck.Load() != 0 && l.deferTo(s, b, i) {
+				continue
+			}
+			if b.callUnicast(b.request(i, false, s, s.Value())) {
+				b.handedOff()
+				return true
+			}
 		case multicast:
-			before := b.delivered + b.unhandled
+			before := b.delivered + b.unhandled + b.setAside
 			b.cur = i
 			a := &b.addr[i]
 			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
-			if b.delivered+b.unhandled == before {
-				unmatchedMulti++
+			if b.delivered+b.unhandled+b.setAside == before {
+				b.unmatchedMulti++
 			}
 		}
 	}
-	if b.unhandled != 0 {
-		l.c.unhandled.Add(b.unhandled)
-	}
-	// The counts of a batch are added with one atomic add each, not one
-	// per datagram, and before its replies leave, so that a client that
-	// has its reply finds its datagram counted.
-	l.c.delivered.Add(b.delivered)
-	if unmatched|unmatchedMulti != 0 {
-		l.c.unmatched.Add(unmatched)
-		l.c.unmatchedMulti.Add(unmatchedMulti)
-	}
+	b.count()
 	b.mu.Lock()
 	b.flush()
 	b.mu.Unlock()
+	return false
+}
+
+// count adds the batch's counts to the listener's, one atomic add each,
+// not one per datagram, and before its replies leave, so that a client
+// that has its reply finds its datagram counted.
+func (b *batch[V]) count() {
+	c := &b.l.c
+	if b.delivered != 0 {
+		c.delivered.Add(b.delivered)
+	}
+	if b.unhandled != 0 {
+		c.unhandled.Add(b.unhandled)
+	}
+	if b.unmatched|b.unmatchedMulti != 0 {
+		c.unmatched.Add(b.unmatched)
+		c.unmatchedMulti.Add(b.unmatchedMulti)
+	}
+	b.delivered, b.unhandled, b.unmatched, b.unmatchedMulti = 0, 0, 0, 0
+}
+
+// callUnicast runs the handler for r, a unicast datagram's, in a way that
+// lets the monitor hand the rest of the batch to a helper while it runs;
+// it reports whether it did.
+func (b *batch[V]) callUnicast(r *Request[V]) bool {
+	b.l.c.delivered.Add(1)
+	b.sock = r.Socket
+	b.state.Store(inCall)
+	b.l.s.h(r)
+	handed := !b.state.CompareAndSwap(inCall, running)
+	b.calls.Add(1)
+	b.mu.Lock()
+	r.done = true
+	b.mu.Unlock()
+	return handed
 }
 
 // request returns a new Request for msgs[i] and the receiving socket s.
 func (b *batch[V]) request(i int, mcast bool, s *demux.Socket[V], v V) *Request[V] {
-	if len(b.reqs) == 0 {
-		b.reqs = make([]Request[V], len(b.msgs))
-	}
-	r := &b.reqs[0]
-	b.reqs = b.reqs[1:]
+	r := b.newRequest()
 	m, a := &b.msgs[i], &b.addr[i]
 	*r = Request[V]{
 		Payload: m.Buffers[0][:m.N], Src: a.Src, Dst: a.Dst, Ifindex: a.Ifindex,
 		Multicast: mcast, Socket: s, Value: v, b: b,
 	}
+	return r
+}
+
+// newRequest returns a Request never handed out before.
+func (b *batch[V]) newRequest() *Request[V] {
+	if len(b.reqs) == 0 {
+		b.reqs = make([]Request[V], len(b.msgs))
+	}
+	r := &b.reqs[0]
+	b.reqs = b.reqs[1:]
 	return r
 }
 

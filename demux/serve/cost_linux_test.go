@@ -33,7 +33,8 @@ func TestPortCost(t *testing.T) {
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			fds, gs := openFDs(t), runtime.NumGoroutine()
+			gs := quietGoroutines()
+			fds := openFDs(t)
 			for i := 0; i < ports; {
 				if _, err := srv.Table().Bind(demux.Options{Addr: netip127()}, "s"); err == nil {
 					i++

@@ -54,10 +54,23 @@
 // Datagrams that the kernel dropped because a kernel socket's receive
 // buffer was full are counted from SO_RXQ_OVFL (Stats.KernelDrops).
 //
-// Handlers run on the reader goroutines: one per kernel socket, so calls
-// for datagrams of one port and family come one at a time, in arrival
-// order, and calls for different ones run concurrently. A handler may use
-// the table (bind, connect, close), since no lock is held while it runs.
+// Handlers run on the reader goroutines, one per kernel socket, which
+// handle each batch in arrival order. Calls for one socket's datagrams
+// come one at a time, in arrival order, and its replies leave in that
+// order. A slow handler holds up only its own socket: a reader that
+// stays in one handler call for a unicast datagram for between 1 and 2
+// ms (the server's monitor looks every millisecond) hands the rest of its
+// batch and the kernel socket to a new reader goroutine, which sets the
+// slow socket's datagrams aside for the slow call's goroutine to handle
+// after it, and serves the other sockets meanwhile. So another socket's
+// datagram waits at most about 2 ms, plus scheduling, for a slow call on
+// its port (TestSlowHandlerKeepsToItsSocket: a 300 ms call added 2.6 ms).
+// Calls for different sockets of one port and family may therefore run
+// concurrently (before the hand-off, all of them were serial): what is
+// serial is the calls of one socket. A slow call for a multicast
+// datagram is not handed off; it holds up its port's reader. Calls for
+// different ports, or families, run concurrently. A handler may use the
+// table (bind, connect, close), since no lock is held while it runs.
 //
 // # Lifecycle
 //

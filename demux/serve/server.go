@@ -74,8 +74,12 @@ type Server[V any] struct {
 	draining map[uint16]*portSockets[V]
 	readers  map[*listener[V]]struct{} // listeners whose reader runs
 	retired  Stats                     // counts of readers that ended
-	stopped  bool
-	wg       sync.WaitGroup // the readers
+	// busy are the listeners with a goroutine in a batch, for the
+	// monitor, which runs when monitoring is set (handoff.go).
+	busy       map[*listener[V]]struct{}
+	monitoring bool
+	stopped    bool
+	wg         sync.WaitGroup // the readers
 
 	conns conns[V]
 }
@@ -99,7 +103,7 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 2048
 	}
-	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, busy: map[*listener[V]]struct{}{}, readers: map[*listener[V]]struct{}{}}
 	s.conns.nudge = make(chan struct{}, 1)
 	if cfg.IsLocal == nil && !o.FreeBind {
 		cfg.IsLocal = s.local.isLocal
@@ -192,8 +196,9 @@ func (s *Server[V]) openPort(port uint16) error {
 	for _, l := range []*listener[V]{fresh.v4, fresh.v6} {
 		if l != nil {
 			s.readers[l] = struct{}{}
+			l.goroutines++
 			s.wg.Add(1)
-			go l.run()
+			go l.run(nil, false)
 		}
 	}
 	return nil
@@ -223,7 +228,7 @@ func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
 	for _, l := range []*listener[V]{ps.v4, ps.v6} {
 		switch {
 		case l == nil:
-		case l.busy:
+		case l.busy > 0:
 			l.closeAfter = true
 			pending = true
 		default:
@@ -236,21 +241,35 @@ func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
 	}
 }
 
-// begin marks l's reader as handling a batch: a close of its port waits
-// for the batch's end.
+// begin marks a goroutine of l as handling a batch: a close of its port
+// waits for the batch's end.
 func (s *Server[V]) begin(l *listener[V]) {
 	s.mu.Lock()
-	l.busy = true
+	s.beginLocked(l)
 	s.mu.Unlock()
 }
 
-// end marks the end of l's batch, whose replies are sent, and closes l's
-// kernel socket if its port went out of use meanwhile. It reports
-// whether it closed it.
+// beginLocked is begin under s.mu.
+func (s *Server[V]) beginLocked(l *listener[V]) {
+	l.busy++
+	s.busy[l] = struct{}{}
+	if !s.monitoring {
+		s.monitoring = true
+		go s.monitor()
+	}
+}
+
+// end marks the end of a batch of l's, whose replies are sent, and closes
+// l's kernel socket if its port went out of use meanwhile and no other
+// batch of l's is in progress. It reports whether it closed it.
 func (s *Server[V]) end(l *listener[V]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l.busy = false
+	l.busy--
+	if l.busy > 0 {
+		return false
+	}
+	delete(s.busy, l)
 	if !l.closeAfter {
 		return false
 	}
@@ -263,10 +282,14 @@ func (s *Server[V]) end(l *listener[V]) bool {
 	return true
 }
 
-// retire adds the counts of l, whose reader ends, to the server's.
-func (s *Server[V]) retire(l *listener[V]) {
+// exit notes the end of a goroutine of l's; the last retires l, adding
+// its counts to the server's.
+func (s *Server[V]) exit(l *listener[V]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if l.goroutines--; l.goroutines > 0 {
+		return
+	}
 	delete(s.readers, l)
 	l.c.addTo(&s.retired)
 }

@@ -1,0 +1,199 @@
+package serve
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// A kernel socket has one reader goroutine, which reads a batch and runs
+// the handlers of its datagrams one after the other. So that a slow
+// handler holds up only its own socket's datagrams, the server's monitor
+// looks at the busy readers every monitorTick; a reader found in the
+// same unicast handler call twice in a row is handed off: a new reader
+// (the helper) takes over the rest of its batch and the kernel socket,
+// while the old goroutine finishes the slow call. Until it has, the
+// socket of that call is stuck: the readers set its datagrams aside for
+// the old goroutine (deferTo), which handles them after the call, in
+// order, sends its replies, and ends. One socket's calls thus stay one at
+// a time and in arrival order, and its replies in order, while other
+// sockets wait at most about two ticks for a slow call.
+//
+// Calls for multicast datagrams are not handed off, since the table's
+// iteration over the receivers is in progress in the slow call's
+// goroutine; but a multicast datagram for a stuck socket is set aside for
+// it as a unicast one is.
+
+const (
+	running   uint32 = iota // not in a handler call that may be handed off
+	inCall                  // in a unicast handler call
+	handedOff               // the monitor handed the rest of the batch off
+)
+
+// monitorTick is how often the monitor looks at the busy readers; a call
+// is handed off after between one and two ticks.
+const monitorTick = time.Millisecond
+
+// monitorIdle is how many ticks with no busy reader end the monitor; the
+// next batch starts it again.
+const monitorIdle = 20
+
+// deferTo sets datagram i of b aside for the goroutine whose call on s
+// was handed off, if s has one, and reports whether it did.
+func (l *listener[V]) deferTo(s *demux.Socket[V], b *batch[V], i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	owner := l.stuck[s]
+	if owner == nil {
+		return false
+	}
+	p := l.s.getPacket()
+	b.fill(p, i)
+	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
+	owner.deferred = append(owner.deferred, p)
+	return true
+}
+
+// handedOff runs in the goroutine whose call on b.sock was handed off,
+// after that call: it handles the datagrams set aside for b.sock meanwhile,
+// sends the batch's replies, and releases b.sock to the readers.
+func (b *batch[V]) handedOff() {
+	l := b.l
+	for {
+		l.mu.Lock()
+		if len(b.deferred) == 0 {
+			l.mu.Unlock()
+			// The replies leave before the socket is released, so that
+			// a later datagram's reply cannot overtake them.
+			b.count()
+			b.mu.Lock()
+			b.flush()
+			b.mu.Unlock()
+			l.mu.Lock()
+			if len(b.deferred) == 0 {
+				delete(l.stuck, b.sock)
+				l.nstuck.Add(-1)
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
+			continue
+		}
+		p := b.deferred[0]
+		b.deferred[0] = nil
+		b.deferred = b.deferred[1:]
+		l.mu.Unlock()
+		if s := b.sock; s.Closed() {
+			b.unmatched++
+		} else {
+			l.c.delivered.Add(1)
+			b.call(b.requestFrom(p, s))
+		}
+		l.s.conns.pool.Put(p)
+	}
+}
+
+// requestFrom returns a new Request for p, a datagram set aside for s.
+func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
+	r := b.newRequest()
+	*r = Request[V]{
+		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
+		Multicast: p.mcast, Socket: s, Value: s.Value(), b: b,
+	}
+	return r
+}
+
+// takeRest copies the undelivered rest of b, whose goroutine is in a
+// handed-off call and no longer touches it, into h, a fresh batch.
+func (h *batch[V]) takeRest(b *batch[V]) {
+	m, u, j := 0, 0, b.nextU
+	for k := b.next; k < b.n; k++ {
+		h.kind[m], h.addr[m], h.ext[m], h.src[m] = b.kind[k], b.addr[k], b.ext[k], b.src[k]
+		h.addr[m].Payload = nil
+		h.msgs[m].N = copy(h.msgs[m].Buffers[0], b.msgs[k].Buffers[0][:b.msgs[k].N])
+		if b.kind[k] == unicast {
+			h.out[u] = b.out[j]
+			u++
+			j++
+		}
+		m++
+	}
+	h.next, h.nextU, h.n = 0, 0, m
+}
+
+// monitor hands off the readers that stay in one handler call for a tick
+// (see above). It runs while readers are busy, and ends after
+// monitorIdle ticks without.
+func (s *Server[V]) monitor() {
+	t := time.NewTicker(monitorTick)
+	defer t.Stop()
+	idle := 0
+	var busy []*listener[V]
+	for range t.C {
+		s.mu.Lock()
+		busy = busy[:0]
+		for l := range s.busy {
+			busy = append(busy, l)
+		}
+		if len(busy) == 0 {
+			idle++
+			if idle >= monitorIdle {
+				s.monitoring = false
+				s.mu.Unlock()
+				return
+			}
+		} else {
+			idle = 0
+		}
+		s.mu.Unlock()
+		for _, l := range busy {
+			s.look(l)
+		}
+	}
+}
+
+// look hands l's reader off if it is in the call it was in at the last
+// look.
+func (s *Server[V]) look(l *listener[V]) {
+	b := l.active.Load()
+	if b == nil {
+		return
+	}
+	if b.state.Load() != inCall {
+		b.seen = 0
+		return
+	}
+	if c := b.calls.Load() + 1; b.seen != c {
+		b.seen = c
+		return
+	}
+	h, err := newBatch(l)
+	if err != nil {
+		return // the kernel socket closed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || l.closing.Load() {
+		return
+	}
+	if !b.state.CompareAndSwap(inCall, handedOff) {
+		return // the call ended meanwhile
+	}
+	// b's goroutine is in its handler, and will not touch the rest of
+	// the batch, nor its cursor, again.
+	h.takeRest(b)
+	l.mu.Lock()
+	l.stuck[b.sock] = b
+	l.nstuck.Add(1)
+	l.mu.Unlock()
+	// The replies queued so far need not wait for the slow call.
+	b.mu.Lock()
+	b.flush()
+	b.mu.Unlock()
+	l.active.Store(h)
+	s.beginLocked(l) // h's batch, which b's goroutine ends its share of
+	l.goroutines++
+	s.wg.Add(1)
+	go l.run(h, true)
+}

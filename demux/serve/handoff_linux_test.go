@@ -1,0 +1,137 @@
+package serve_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/ipv4"
+
+	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/serve"
+)
+
+// slowBound is what a slow handler on one socket may add to the reply of
+// another socket on its port: the documented hand-off delay (a call
+// found running on two looks of the server's monitor, 1 ms apart: at most
+// 2 ms), with room for a loaded test machine's scheduling.
+const slowBound = 25 * time.Millisecond
+
+// TestSlowHandlerKeepsToItsSocket: while a handler on one socket takes
+// 300 ms, another socket on the same port is answered within slowBound,
+// whether its datagram came in the slow one's batch or later; the slow
+// socket's own datagrams wait, and are handled one at a time, in order,
+// and answered in order.
+func TestSlowHandlerKeepsToItsSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sameBatch bool // the fast datagram is read with the slow one
+	}{
+		{"later batch", false},
+		{"same batch", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const slow = 300 * time.Millisecond
+			var inSlow, maxInSlow atomic.Int32
+			var mu sync.Mutex
+			var order []string // the slow socket's payloads, as handled
+			started := make(chan struct{}, 16)
+			srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+				if r.Value == "slow" {
+					n := inSlow.Add(1)
+					if n > maxInSlow.Load() {
+						maxInSlow.Store(n)
+					}
+					mu.Lock()
+					order = append(order, string(r.Payload))
+					first := len(order) == 1
+					mu.Unlock()
+					if first {
+						started <- struct{}{}
+						time.Sleep(slow)
+					}
+					inSlow.Add(-1)
+				}
+				_ = r.Reply(r.Payload)
+			}, serve.Options{IPv4Only: true})
+			require.NoError(t, err)
+			defer srv.Close()
+			s := boundPort(t, srv, "127.0.0.2", "slow")
+			port := s.LocalAddr().Port()
+			_, err = srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.3"), Port: port}, "fast")
+			require.NoError(t, err)
+			slowDst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+			fastDst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.3"), port)
+			sc, fc := client(t, "127.0.0.1"), client(t, "127.0.0.1")
+			// Warm up: the fast socket answers.
+			got, _ := ask(t, fc, fastDst, "warm")
+			require.Equal(t, "warm", got)
+
+			t0 := time.Now()
+			first := sc // the client of s0
+			if tc.sameBatch {
+				// One sendmmsg: both are queued before the reader wakes.
+				first = fc
+				ms := []ipv4.Message{
+					{Buffers: [][]byte{[]byte("s0")}, Addr: net.UDPAddrFromAddrPort(slowDst)},
+					{Buffers: [][]byte{[]byte("f0")}, Addr: net.UDPAddrFromAddrPort(fastDst)},
+				}
+				k, err := ipv4.NewPacketConn(fc).WriteBatch(ms, 0)
+				require.NoError(t, err)
+				require.Equal(t, 2, k)
+			} else {
+				_, err = sc.WriteToUDPAddrPort([]byte("s0"), slowDst)
+				require.NoError(t, err)
+			}
+			<-started
+			// More for the slow socket, while its first call runs.
+			for i := 1; i <= 4; i++ {
+				_, err = sc.WriteToUDPAddrPort([]byte(fmt.Sprint("s", i)), slowDst)
+				require.NoError(t, err)
+			}
+			if !tc.sameBatch {
+				t0 = time.Now()
+				_, err = fc.WriteToUDPAddrPort([]byte("f0"), fastDst)
+				require.NoError(t, err)
+			}
+			buf := make([]byte, 64)
+			require.NoError(t, fc.SetReadDeadline(time.Now().Add(readTimeout)))
+			n, _, err := fc.ReadFromUDPAddrPort(buf)
+			took := time.Since(t0)
+			require.NoError(t, err)
+			assert.Equal(t, "f0", string(buf[:n]))
+			t.Logf("the other socket's reply took %v while a handler took %v", took, slow)
+			assert.Less(t, took, slowBound, "the other socket's reply")
+			// Later datagrams for the fast socket are not held up either.
+			for i := 1; i <= 3; i++ {
+				t1 := time.Now()
+				got, _ := ask(t, fc, fastDst, fmt.Sprint("f", i))
+				assert.Equal(t, fmt.Sprint("f", i), got)
+				assert.Less(t, time.Since(t1), slowBound)
+			}
+			// The slow socket's datagrams: in order, one at a time.
+			require.NoError(t, first.SetReadDeadline(time.Now().Add(readTimeout)))
+			n, _, err = first.ReadFromUDPAddrPort(buf)
+			require.NoError(t, err)
+			assert.Equal(t, "s0", string(buf[:n]))
+			require.NoError(t, sc.SetReadDeadline(time.Now().Add(readTimeout)))
+			for i := 1; i < 5; i++ {
+				n, _, err := sc.ReadFromUDPAddrPort(buf)
+				require.NoError(t, err)
+				assert.Equal(t, fmt.Sprint("s", i), string(buf[:n]), "replies of the slow socket, in order")
+			}
+			mu.Lock()
+			assert.Equal(t, []string{"s0", "s1", "s2", "s3", "s4"}, order)
+			mu.Unlock()
+			assert.Equal(t, int32(1), maxInSlow.Load(), "calls for one socket at a time")
+			waitFor(t, func() bool { st := srv.Stats(); return st.Replies == st.Delivered }, "replies counted")
+			assert.Zero(t, srv.Stats().ReplyErrors)
+		})
+	}
+}
