@@ -67,8 +67,11 @@
 // its port (TestSlowHandlerKeepsToItsSocket: a 300 ms call added 2.6 ms).
 // Calls for different sockets of one port and family may therefore run
 // concurrently (before the hand-off, all of them were serial): what is
-// serial is the calls of one socket. A slow call for a multicast
-// datagram is not handed off; it holds up its port's reader. Calls for
+// serial is the calls of one socket. At most 32 calls of a kernel
+// socket's are handed off at a time, each holding a goroutine and a
+// reader's buffers until it returns; past that, and for a slow call for
+// a multicast datagram, which is not handed off, the port's reader waits
+// for the call, as it always did before. Calls for
 // different ports, or families, run concurrently. A handler may use the
 // table (bind, connect, close), since no lock is held while it runs.
 //

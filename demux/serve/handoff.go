@@ -35,6 +35,13 @@ const (
 // is handed off after between one and two ticks.
 const monitorTick = time.Millisecond
 
+// maxHandedOff is the most calls of one kernel socket's that are handed
+// off at a time. Each has a goroutine and a batch's buffers until it
+// returns, so that datagrams to many sockets whose handlers are slow
+// cannot make a port take memory without bound: past it, the reader
+// waits for its call, as one that is not handed off does.
+const maxHandedOff = 32
+
 // monitorIdle is how many ticks with no busy reader end the monitor; the
 // next batch starts it again.
 const monitorIdle = 20
@@ -166,6 +173,12 @@ func (s *Server[V]) look(l *listener[V]) {
 	}
 	if c := b.calls.Load() + 1; b.seen != c {
 		b.seen = c
+		return
+	}
+	s.mu.Lock()
+	full := l.goroutines > maxHandedOff // the reader and the handed-off calls
+	s.mu.Unlock()
+	if full {
 		return
 	}
 	h, err := newBatch(l)

@@ -135,3 +135,45 @@ func TestSlowHandlerKeepsToItsSocket(t *testing.T) {
 		})
 	}
 }
+
+// TestHandOffsAreBounded: datagrams to many sockets whose handlers are
+// slow make at most 32 calls of a kernel socket's run at once (each holds
+// a goroutine and a reader's buffers); every datagram is still handled
+// and answered.
+func TestHandOffsAreBounded(t *testing.T) {
+	const sockets, limit = 48, 32 + 1 // the reader's own call, and 32 handed off
+	var in, most atomic.Int32
+	srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+		n := in.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(100 * time.Millisecond)
+		in.Add(-1)
+		_ = r.Reply(r.Payload)
+	}, serve.Options{IPv4Only: true})
+	require.NoError(t, err)
+	defer srv.Close()
+	first := boundPort(t, srv, "127.0.1.0", "s0")
+	port := first.LocalAddr().Port()
+	dsts := []netip.AddrPort{first.LocalAddr()}
+	for i := 1; i < sockets; i++ {
+		a := netip.AddrFrom4([4]byte{127, 0, 1, byte(i)})
+		_, err := srv.Table().Bind(demux.Options{Addr: a, Port: port}, fmt.Sprint("s", i))
+		require.NoError(t, err)
+		dsts = append(dsts, netip.AddrPortFrom(a, port))
+	}
+	c := client(t, "127.0.0.1")
+	for _, d := range dsts {
+		_, err := c.WriteToUDPAddrPort([]byte(d.String()), d)
+		require.NoError(t, err)
+	}
+	buf := make([]byte, 64)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(2*readTimeout)))
+	for range sockets {
+		_, _, err := c.ReadFromUDPAddrPort(buf)
+		require.NoError(t, err)
+	}
+	t.Logf("at most %d calls at once", most.Load())
+	assert.LessOrEqual(t, most.Load(), int32(limit))
+	assert.Greater(t, most.Load(), int32(1), "slow calls were handed off")
+}

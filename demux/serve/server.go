@@ -252,6 +252,9 @@ func (s *Server[V]) begin(l *listener[V]) {
 // beginLocked is begin under s.mu.
 func (s *Server[V]) beginLocked(l *listener[V]) {
 	l.busy++
+	if s.h == nil {
+		return // no handler calls to hand off
+	}
 	s.busy[l] = struct{}{}
 	if !s.monitoring {
 		s.monitoring = true
