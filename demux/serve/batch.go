@@ -105,11 +105,11 @@ type batch[V any] struct {
 	// batch over starts from them.
 	next, nextU, n int
 	// state is running, or inCall during a unicast handler call, which
-	// the monitor may turn into handedOff (see handoff.go); calls counts
-	// the calls that returned, so that the monitor sees one that lasts.
+	// a look may turn into handedOff (see handoff.go); calls counts the
+	// calls that returned, so that a look sees one that lasts.
 	state atomic.Uint32
 	calls atomic.Uint64
-	seen  uint64           // the monitor's last look at calls, plus 1; the monitor's own
+	seen  uint64           // calls at the last look, plus 1; under l.looking
 	sock  *demux.Socket[V] // the socket of the call in progress
 	// deferred are datagrams for sock that came after the hand-off, for
 	// this batch's goroutine to handle after its call; under l.mu.
@@ -230,7 +230,7 @@ func (b *batch[V]) handle(n int) bool {
 }
 
 // deliverRest delivers the batch from its cursor on, in arrival order,
-// then counts it and sends its replies. When the monitor hands the rest
+// then counts it and sends its replies. When a look hands the rest
 // of the batch to a helper during a handler call, it stops after that
 // call, finishes what the hand-off left it (handedOff) and reports true:
 // the goroutine is no longer its listener's reader.
@@ -312,7 +312,7 @@ func (b *batch[V]) count() {
 }
 
 // callUnicast runs the handler for r, a unicast datagram's, in a way that
-// lets the monitor hand the rest of the batch to a helper while it runs;
+// lets a look hand the rest of the batch to a helper while it runs;
 // it reports whether it did.
 func (b *batch[V]) callUnicast(r *Request[V]) bool {
 	b.l.c.delivered.Add(1)

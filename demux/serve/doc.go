@@ -59,21 +59,21 @@
 // come one at a time, in arrival order, and its replies leave in that
 // order. A slow handler holds up only its own socket: a reader that
 // stays in one handler call for a unicast datagram for between 1 and 2
-// ms (the server's monitor looks every millisecond) hands the rest of its
-// batch and the kernel socket to a new reader goroutine, which sets the
-// slow socket's datagrams aside for the slow call's goroutine to handle
-// after it, and serves the other sockets meanwhile. So another socket's
-// datagram waits at most about 2 ms, plus scheduling, for a slow call on
-// its port (TestSlowHandlerKeepsToItsSocket: a 300 ms call added 2.6 ms).
-// Calls for different sockets of one port and family may therefore run
-// concurrently (before the hand-off, all of them were serial): what is
-// serial is the calls of one socket. At most 32 calls of a kernel
-// socket's are handed off at a time, each holding a goroutine and a
-// reader's buffers until it returns; past that, and for a slow call for
-// a multicast datagram, which is not handed off, the port's reader waits
-// for the call, as it always did before. Calls for
-// different ports, or families, run concurrently. A handler may use the
-// table (bind, connect, close), since no lock is held while it runs.
+// ms (a timer looks at it every millisecond while it handles a batch)
+// hands the rest of its batch and the kernel socket to a new reader
+// goroutine, which sets the slow socket's datagrams aside for the slow
+// call's goroutine to handle after it, and serves the other sockets
+// meanwhile. So another socket's datagram waits at most about 2 ms, plus
+// scheduling, for a slow call on its port (TestSlowHandlerKeepsToItsSocket:
+// a 300 ms call added 2.6 to 3.2 ms). Calls for different sockets of one
+// port and family may therefore run concurrently (before the hand-off,
+// all of them were serial): what is serial is the calls of one socket. At
+// most 32 calls of a kernel socket's are handed off at a time, each
+// holding a goroutine and a reader's buffers until it returns; past that,
+// and for a slow call for a multicast datagram, which is not handed off,
+// the port's reader waits for the call. Calls for different ports, or
+// families, run concurrently. A handler may use the table (bind, connect,
+// close), since no lock is held while it runs.
 //
 // # Lifecycle
 //

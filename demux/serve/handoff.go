@@ -9,9 +9,11 @@ import (
 
 // A kernel socket has one reader goroutine, which reads a batch and runs
 // the handlers of its datagrams one after the other. So that a slow
-// handler holds up only its own socket's datagrams, the server's monitor
-// looks at the busy readers every monitorTick; a reader found in the
-// same unicast handler call twice in a row is handed off: a new reader
+// handler holds up only its own socket's datagrams, a timer looks at the
+// reader every watchTick while it handles a batch (it is armed when a
+// batch starts and stopped when it ends, so that an idle or quick reader
+// costs no wake-ups); a reader found in the same unicast handler call at
+// two looks in a row is handed off: a new reader
 // (the helper) takes over the rest of its batch and the kernel socket,
 // while the old goroutine finishes the slow call. Until it has, the
 // socket of that call is stuck: the readers set its datagrams aside for
@@ -28,12 +30,12 @@ import (
 const (
 	running   uint32 = iota // not in a handler call that may be handed off
 	inCall                  // in a unicast handler call
-	handedOff               // the monitor handed the rest of the batch off
+	handedOff               // the rest of the batch was handed off
 )
 
-// monitorTick is how often the monitor looks at the busy readers; a call
-// is handed off after between one and two ticks.
-const monitorTick = time.Millisecond
+// watchTick is how often a reader handling a batch is looked at; a call
+// is handed off between one and two ticks after it started.
+const watchTick = time.Millisecond
 
 // maxHandedOff is the most calls of one kernel socket's that are handed
 // off at a time. Each has a goroutine and a batch's buffers until it
@@ -42,9 +44,28 @@ const monitorTick = time.Millisecond
 // waits for its call, as one that is not handed off does.
 const maxHandedOff = 32
 
-// monitorIdle is how many ticks with no busy reader end the monitor; the
-// next batch starts it again.
-const monitorIdle = 20
+// arm starts looking at l's reader, which begins a batch.
+func (l *listener[V]) arm() {
+	if l.s.h == nil {
+		return // no handler calls to hand off
+	}
+	if l.watch == nil {
+		l.watch = time.AfterFunc(watchTick, l.look)
+	} else {
+		l.watch.Reset(watchTick)
+	}
+	l.armed.Store(true)
+}
+
+// disarm stops looking at l's reader, whose batch ended. A look already
+// under way may still run, once.
+func (l *listener[V]) disarm() {
+	if l.watch == nil {
+		return
+	}
+	l.armed.Store(false)
+	l.watch.Stop()
+}
 
 // deferTo sets datagram i of b aside for the goroutine whose call on s
 // was handed off, if s has one, and reports whether it did.
@@ -129,40 +150,21 @@ func (h *batch[V]) takeRest(b *batch[V]) {
 	h.next, h.nextU, h.n = 0, 0, m
 }
 
-// monitor hands off the readers that stay in one handler call for a tick
-// (see above). It runs while readers are busy, and ends after
-// monitorIdle ticks without.
-func (s *Server[V]) monitor() {
-	t := time.NewTicker(monitorTick)
-	defer t.Stop()
-	idle := 0
-	var busy []*listener[V]
-	for range t.C {
-		s.mu.Lock()
-		busy = busy[:0]
-		for l := range s.busy {
-			busy = append(busy, l)
-		}
-		if len(busy) == 0 {
-			idle++
-			if idle >= monitorIdle {
-				s.monitoring = false
-				s.mu.Unlock()
-				return
-			}
-		} else {
-			idle = 0
-		}
-		s.mu.Unlock()
-		for _, l := range busy {
-			s.look(l)
-		}
+// look hands l's reader off if it is in the call it was in at the last
+// look, and looks again a tick later while l's reader handles a batch.
+func (l *listener[V]) look() {
+	if !l.armed.Load() || !l.looking.TryLock() {
+		return
+	}
+	defer l.looking.Unlock()
+	l.s.lookAt(l)
+	if l.armed.Load() {
+		l.watch.Reset(watchTick)
 	}
 }
 
-// look hands l's reader off if it is in the call it was in at the last
-// look.
-func (s *Server[V]) look(l *listener[V]) {
+// lookAt is look's work, under l.looking.
+func (s *Server[V]) lookAt(l *listener[V]) {
 	b := l.active.Load()
 	if b == nil {
 		return
@@ -206,6 +208,8 @@ func (s *Server[V]) look(l *listener[V]) {
 	b.mu.Unlock()
 	l.active.Store(h)
 	s.beginLocked(l) // h's batch, which b's goroutine ends its share of
+	// The helper's batch is being handled: keep looking (look re-arms).
+	l.armed.Store(true)
 	l.goroutines++
 	s.wg.Add(1)
 	go l.run(h, true)

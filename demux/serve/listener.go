@@ -34,8 +34,13 @@ type listener[V any] struct {
 	// three under s.mu.
 	busy, goroutines int
 	closeAfter       bool
-	// active is the batch of l's reader, for the monitor.
-	active atomic.Pointer[batch[V]]
+	// active is the batch of l's reader; watch is the timer that looks
+	// at it while it handles a batch, armed is set while it should
+	// (handoff.go), and looking keeps two looks from overlapping.
+	active  atomic.Pointer[batch[V]]
+	watch   *time.Timer
+	armed   atomic.Bool
+	looking sync.Mutex
 	// stuck are the sockets whose handler calls were handed off, with
 	// the batch of each call's goroutine; nstuck is len(stuck), read
 	// without mu. Both under mu.
@@ -140,7 +145,11 @@ func (l *listener[V]) run(b *batch[V], taken bool) {
 		l.active.Store(b)
 	}
 	if taken {
+		l.arm()
 		handed := b.deliverRest()
+		if !handed {
+			l.disarm()
+		}
 		if l.s.end(l) || handed {
 			return
 		}
@@ -156,7 +165,11 @@ func (l *listener[V]) run(b *batch[V], taken bool) {
 			continue
 		}
 		l.s.begin(l)
+		l.arm()
 		handed := b.handle(n)
+		if !handed {
+			l.disarm() // a handed-off batch's timer is its helper's
+		}
 		if l.s.end(l) || handed {
 			return
 		}

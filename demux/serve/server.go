@@ -74,12 +74,8 @@ type Server[V any] struct {
 	draining map[uint16]*portSockets[V]
 	readers  map[*listener[V]]struct{} // listeners whose reader runs
 	retired  Stats                     // counts of readers that ended
-	// busy are the listeners with a goroutine in a batch, for the
-	// monitor, which runs when monitoring is set (handoff.go).
-	busy       map[*listener[V]]struct{}
-	monitoring bool
-	stopped    bool
-	wg         sync.WaitGroup // the readers
+	stopped  bool
+	wg       sync.WaitGroup // the readers
 
 	conns conns[V]
 }
@@ -103,7 +99,7 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 2048
 	}
-	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, busy: map[*listener[V]]struct{}{}, readers: map[*listener[V]]struct{}{}}
+	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
 	s.conns.nudge = make(chan struct{}, 1)
 	if cfg.IsLocal == nil && !o.FreeBind {
 		cfg.IsLocal = s.local.isLocal
@@ -250,17 +246,7 @@ func (s *Server[V]) begin(l *listener[V]) {
 }
 
 // beginLocked is begin under s.mu.
-func (s *Server[V]) beginLocked(l *listener[V]) {
-	l.busy++
-	if s.h == nil {
-		return // no handler calls to hand off
-	}
-	s.busy[l] = struct{}{}
-	if !s.monitoring {
-		s.monitoring = true
-		go s.monitor()
-	}
-}
+func (s *Server[V]) beginLocked(l *listener[V]) { l.busy++ }
 
 // end marks the end of a batch of l's, whose replies are sent, and closes
 // l's kernel socket if its port went out of use meanwhile and no other
@@ -269,11 +255,7 @@ func (s *Server[V]) end(l *listener[V]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l.busy--
-	if l.busy > 0 {
-		return false
-	}
-	delete(s.busy, l)
-	if !l.closeAfter {
+	if l.busy > 0 || !l.closeAfter {
 		return false
 	}
 	l.closeAfter = false
