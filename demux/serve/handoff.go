@@ -50,11 +50,12 @@ func (l *listener[V]) arm() {
 		return // no handler calls to hand off
 	}
 	if l.watch == nil {
-		l.watch = time.AfterFunc(watchTick, l.look)
-	} else {
-		l.watch.Reset(watchTick)
+		// Due far off, so that the field is set before any look reads
+		// it; the Reset below makes it due.
+		l.watch = time.AfterFunc(time.Hour, l.look)
 	}
-	l.armed.Store(true)
+	l.armed.Store(true) // before the Reset, so that its look goes on looking
+	l.watch.Reset(watchTick)
 }
 
 // disarm stops looking at l's reader, whose batch ended. A look already
