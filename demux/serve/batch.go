@@ -48,7 +48,9 @@ var ErrRequestDone = errors.New("serve: reply after the handler returned")
 // determine it (multicast, broadcast, IPv6 link-local); otherwise routing
 // chooses, as it would for a kernel socket bound to r.Dst. p is copied;
 // the replies of a batch are sent together (sendmmsg) after its handlers
-// return, even when a handler closed the socket or its port meanwhile.
+// return, even when a handler closed the socket or its port meanwhile;
+// those queued before a slow call leave when the call is handed off (see
+// the package documentation).
 //
 // Reply may be called from any goroutine, but only until the handler
 // returns: afterwards it sends nothing and returns ErrRequestDone. A

@@ -83,7 +83,8 @@
 //
 // When a reply is sent: Request.Reply copies the reply into the batch's
 // queue; the queue is sent (sendmmsg) when the batch's last handler has
-// returned, or earlier when it holds Options.Batch replies. A reply
+// returned, or earlier when it holds Options.Batch replies or when a slow
+// call is handed off. A reply
 // queued before a close is sent: if a handler closes the port's last
 // socket, the port's kernel sockets close only once the batch's replies
 // have left (and a bind on the port before then keeps them open). Every
