@@ -114,11 +114,13 @@
 // reader goroutine per family (two, or one with Options.IPv4Only), and
 // each reader its own buffers: Options.Batch buffers of
 // Options.MaxDatagram bytes for reads and as many for replies. With the
-// defaults (32 of 2048 bytes), an idle port measured 316 KiB of heap,
-// 5.8 KiB of goroutine stack, 2 file descriptors and 2 goroutines; with
-// IPv4Only, 137 KiB, 2.9 KiB, 1 and 1 (go test -run TestPortCost -v
-// ./demux/serve, Go 1.26, linux/amd64). Handler calls allocate their
-// Requests in slabs of Options.Batch.
+// defaults (32 of 2048 bytes), an idle port measured 317 KiB of heap,
+// 2 file descriptors and 2 goroutines (with 1 to 8 KiB of their stacks,
+// as the runs varied); with IPv4Only, 159 KiB, 1 and 1 (go test -run
+// TestPortCost -v ./demux/serve, Go 1.26, linux/amd64). Handler calls
+// allocate their Requests in slabs of Options.Batch (148 bytes per call
+// with a string value), and a slow call's hand-off a reader's buffers for
+// the new reader.
 //
 // # Conns
 //
