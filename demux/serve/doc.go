@@ -119,8 +119,8 @@
 // as the runs varied); with IPv4Only, 159 KiB, 1 and 1 (go test -run
 // TestPortCost -v ./demux/serve, Go 1.26, linux/amd64). Handler calls
 // allocate their Requests in slabs of Options.Batch (148 bytes per call
-// with a string value), and a slow call's hand-off a reader's buffers for
-// the new reader.
+// in BenchmarkReceive, whose values are ints), and a slow call's hand-off
+// a reader's buffers for the new reader.
 //
 // # Conns
 //
