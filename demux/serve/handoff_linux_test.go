@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,4 +180,74 @@ func TestHandOffsAreBounded(t *testing.T) {
 	t.Logf("at most %d calls at once", most.Load())
 	assert.LessOrEqual(t, most.Load(), int32(limit))
 	assert.Greater(t, most.Load(), int32(1), "slow calls were handed off")
+}
+
+// TestSlowHandlerGetsBroadcastAfter: a broadcast datagram for a socket
+// whose slow unicast call was handed off waits for that call, as a
+// unicast one does, rather than reach the socket's handler while the
+// call runs. In a network namespace of its own (127.255.255.255 on lo);
+// it needs root.
+func TestSlowHandlerGetsBroadcastAfter(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI runs as root; this test must not skip there")
+		}
+		t.Skip("needs root for a network namespace")
+	}
+	// The subtest's goroutine locks its thread, which holds the
+	// namespace, and never unlocks it: both end with the subtest.
+	t.Run("namespace", func(t *testing.T) {
+		runtime.LockOSThread()
+		require.NoError(t, syscall.Unshare(syscall.CLONE_NEWNET), "unshare")
+		out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput()
+		require.NoError(t, err, "ip: %s", out)
+
+		var in, most atomic.Int32
+		var mu sync.Mutex
+		var order []string
+		started := make(chan struct{}, 1)
+		srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
+			n := in.Add(1)
+			if n > most.Load() {
+				most.Store(n)
+			}
+			mu.Lock()
+			order = append(order, fmt.Sprintf("%s/%v", r.Payload, r.Multicast))
+			mu.Unlock()
+			if string(r.Payload) == "slow" {
+				started <- struct{}{}
+				time.Sleep(300 * time.Millisecond)
+			}
+			in.Add(-1)
+			_ = r.Reply(r.Payload)
+		}, serve.Options{IPv4Only: true})
+		require.NoError(t, err)
+		defer srv.Close()
+		port := boundPort(t, srv, "0.0.0.0", "wild").LocalAddr().Port()
+		cl := client(t, "127.0.0.1")
+		rc, err := cl.SyscallConn()
+		require.NoError(t, err)
+		var serr error
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+		}))
+		require.NoError(t, serr)
+
+		_, err = cl.WriteToUDPAddrPort([]byte("slow"), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+		require.NoError(t, err)
+		<-started
+		time.Sleep(20 * time.Millisecond) // the call is handed off by now
+		_, err = cl.WriteToUDPAddrPort([]byte("bcast"), netip.AddrPortFrom(netip.MustParseAddr("127.255.255.255"), port))
+		require.NoError(t, err)
+		buf := make([]byte, 64)
+		require.NoError(t, cl.SetReadDeadline(time.Now().Add(readTimeout)))
+		for range 2 {
+			_, _, err := cl.ReadFromUDPAddrPort(buf)
+			require.NoError(t, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []string{"slow/false", "bcast/true"}, order)
+		assert.Equal(t, int32(1), most.Load(), "calls for one socket at a time")
+	})
 }
