@@ -1,8 +1,13 @@
 package serve
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -10,7 +15,9 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// Request is one datagram for one receiving socket.
+// Request is one datagram for one receiving socket. Each handler call
+// gets a Request of its own, which its Reply refuses once the call has
+// returned.
 type Request[V any] struct {
 	// Payload is the datagram's payload.
 	Payload []byte
@@ -25,8 +32,14 @@ type Request[V any] struct {
 	Socket *demux.Socket[V]
 	Value  V
 
-	b *batch[V]
+	b    *batch[V]
+	done bool // the handler returned; under b.mu
 }
+
+// ErrRequestDone is the error of a Reply made after the Request's handler
+// returned. The reply is not sent: the datagram's batch may be gone, and
+// its client with it.
+var ErrRequestDone = errors.New("serve: reply after the handler returned")
 
 // Reply queues p to be sent back to r.Src, from r.Dst's address when r.Dst
 // is unicast (so a datagram sent to 127.0.0.2 is answered from 127.0.0.2)
@@ -35,8 +48,27 @@ type Request[V any] struct {
 // determine it (multicast, broadcast, IPv6 link-local); otherwise routing
 // chooses, as it would for a kernel socket bound to r.Dst. p is copied;
 // the replies of a batch are sent together (sendmmsg) after its handlers
-// return. Reply must be called during the handler.
-func (r *Request[V]) Reply(p []byte) { r.b.queue(r, p) }
+// return, even when a handler closed the socket or its port meanwhile;
+// those queued before a slow call leave when the call is handed off (see
+// the package documentation).
+//
+// Reply may be called from any goroutine, but only until the handler
+// returns: afterwards it sends nothing and returns ErrRequestDone. A
+// Request that the server did not make gives an error that wraps EINVAL.
+// A failed send is counted in Stats.ReplyErrors, not returned.
+func (r *Request[V]) Reply(p []byte) error {
+	if r == nil || r.b == nil {
+		return fmt.Errorf("serve: Reply on a Request the server did not make: %w", syscall.EINVAL)
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r.done {
+		return ErrRequestDone
+	}
+	b.queue(r, p)
+	return nil
+}
 
 // batch holds one reader's buffers, reused for every batch it reads.
 type batch[V any] struct {
@@ -56,12 +88,38 @@ type batch[V any] struct {
 	// window is how many of msgs the next read offers the kernel.
 	window int
 
-	req       Request[V]
-	deliver   func(*demux.Socket[V], V) bool // LookupMulticast's callback
-	delivered uint64                         // handler calls and Conn deliveries in this batch
-	unhandled uint64
-	cur       int // the message LookupMulticast's callback delivers
+	// reqs is the unused rest of a slab of Requests, one per handler
+	// call: a Request is never reused, so that one kept past its call
+	// cannot reach the datagram of a later one. Slabs make one
+	// allocation per len(msgs) calls.
+	reqs    []Request[V]
+	deliver func(*demux.Socket[V], V) bool // LookupMulticast's callback
+	// Counts of this batch not yet added to the listener's: Conn and
+	// multicast deliveries (a unicast handler call is counted as it
+	// starts, so that its reply never leaves uncounted, even when a
+	// hand-off sends it early), and datagrams no socket took.
+	delivered, unhandled, unmatched, unmatchedMulti uint64
+	cur                                             int    // the message LookupMulticast's callback delivers
+	setAside                                        uint64 // multicast deliveries deferred to a handed-off call (deferTo)
 
+	// The delivery cursor: the next message to deliver, the next of the
+	// unicast lookups, and the batch's size. A helper that takes the
+	// batch over starts from them.
+	next, nextU, n int
+	// state is running, or inCall during a unicast handler call, which
+	// a look may turn into handedOff (see handoff.go); calls counts the
+	// calls that returned, so that a look sees one that lasts.
+	state atomic.Uint32
+	calls atomic.Uint64
+	seen  uint64           // calls at the last look, plus 1; under l.looking
+	sock  *demux.Socket[V] // the socket of the call in progress
+	// deferred are datagrams for sock that came after the hand-off, for
+	// this batch's goroutine to handle after its call; under l.mu.
+	deferred []*packet
+
+	// mu orders Reply, which may run on a goroutine of the handler's,
+	// with the reader's queueing and with the end of each handler call.
+	mu      sync.Mutex
 	replies []ipv4.Message
 	rbufs   [][]byte
 	nreply  int
@@ -102,22 +160,26 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 		b.msgs[i].OOB = make([]byte, oob)
 		b.rbufs[i] = make([]byte, 0, size)
 	}
-	b.req.b = b
 	b.deliver = func(s *demux.Socket[V], v V) bool {
-		if c := b.l.s.connOf(s); c != nil {
-			b.copyToConn(c, b.cur)
-			b.delivered++
+		c := b.l.s.connOf(s) // before Closed, as in handle
+		if s.Closed() {
 			return true
 		}
-		if s.Closed() {
+		if c != nil {
+			b.copyToConn(c, b.cur)
+			b.delivered++
 			return true
 		}
 		if b.l.s.h == nil {
 			b.unhandled++
 			return true
 		}
-		b.req.Socket, b.req.Value = s, v
-		b.l.s.h(&b.req)
+		// A socket whose call was handed off gets this one after it too.
+		if b.l.nstuck.Load() != 0 && b.l.deferTo(s, b, b.cur) {
+			b.setAside++
+			return true
+		}
+		b.call(b.request(b.cur, true, s, v))
 		b.delivered++
 		return true
 	}
@@ -150,8 +212,9 @@ func (b *batch[V]) read() (int, error) {
 }
 
 // handle looks up and delivers the n datagrams just read, in arrival
-// order, then sends the replies.
-func (b *batch[V]) handle(n int) {
+// order, then sends the replies. It reports whether a helper took the
+// batch over (see deliverRest).
+func (b *batch[V]) handle(n int) bool {
 	l := b.l
 	l.c.received.Add(uint64(n))
 	b.ds = b.ds[:0]
@@ -164,77 +227,148 @@ func (b *batch[V]) handle(n int) {
 	if len(b.ds) > 0 {
 		lookupBatch(l.s.t, b.ds, b.out)
 	}
-	b.delivered, b.unhandled = 0, 0
-	var unmatched, unmatchedMulti uint64
-	j := 0
-	for i := range n {
-		m := &b.msgs[i]
-		r := &b.req
-		r.Payload = m.Buffers[0][:m.N]
-		r.Src, r.Dst, r.Ifindex = b.addr[i].Src, b.addr[i].Dst, b.addr[i].Ifindex
+	b.next, b.nextU, b.n = 0, 0, n
+	return b.deliverRest()
+}
+
+// deliverRest delivers the batch from its cursor on, in arrival order,
+// then counts it and sends its replies. When a look hands the rest
+// of the batch to a helper during a handler call, it stops after that
+// call, finishes what the hand-off left it (handedOff) and reports true:
+// the goroutine is no longer its listener's reader.
+func (b *batch[V]) deliverRest() bool {
+	l := b.l
+	for b.next < b.n {
+		i := b.next
+		b.next++
 		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
-			s := b.out[j]
-			b.out[j] = nil
-			j++
+			s := b.out[b.nextU]
+			b.out[b.nextU] = nil
+			b.nextU++
 			if s == nil {
-				unmatched++
-				b.unreachable(i, r)
+				b.unmatched++
+				b.unreachable(i)
 				continue
 			}
-			if c := l.s.connOf(s); c != nil {
+			// A socket that closed since the lookup (a handler of this
+			// batch may have closed it) receives nothing, through its
+			// Conn neither, which learns of a close through the table
+			// only later. Closed is asked after connOf: a Conn's Close
+			// closes the socket before it forgets the Conn, so a socket
+			// found without one is seen closed if it was.
+			c := l.s.connOf(s)
+			if s.Closed() {
+				b.unmatched++
+				b.unreachable(i)
+				continue
+			}
+			if c != nil {
 				b.toConn(c, i)
 				b.delivered++
-				continue
-			}
-			if s.Closed() {
-				// It closed since the lookup: no socket receives it.
-				unmatched++
-				b.unreachable(i, r)
 				continue
 			}
 			if l.s.h == nil {
 				b.unhandled++
 				continue
 			}
-			r.Multicast = false
-			r.Socket, r.Value = s, s.Value()
-			l.s.h(r)
-			b.delivered++
+			if l.nstuck.Load() != 0 && l.deferTo(s, b, i) {
+				continue
+			}
+			if b.callUnicast(b.request(i, false, s, s.Value())) {
+				b.handedOff()
+				return true
+			}
 		case multicast:
-			r.Multicast = true
-			before := b.delivered + b.unhandled
+			before := b.delivered + b.unhandled + b.setAside
 			b.cur = i
-			l.s.t.LookupMulticast(r.Src, r.Dst, r.Ifindex, b.deliver)
-			if b.delivered+b.unhandled == before {
-				unmatchedMulti++
+			a := &b.addr[i]
+			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
+			if b.delivered+b.unhandled+b.setAside == before {
+				b.unmatchedMulti++
 			}
 		}
 	}
-	b.req.Socket, b.req.Payload = nil, nil
-	if b.unhandled != 0 {
-		l.c.unhandled.Add(b.unhandled)
-	}
-	// The counts of a batch are added with one atomic add each, not one
-	// per datagram, and before its replies leave, so that a client that
-	// has its reply finds its datagram counted.
-	l.c.delivered.Add(b.delivered)
-	if unmatched|unmatchedMulti != 0 {
-		l.c.unmatched.Add(unmatched)
-		l.c.unmatchedMulti.Add(unmatchedMulti)
-	}
+	b.count()
+	b.mu.Lock()
 	b.flush()
+	b.mu.Unlock()
+	return false
 }
 
-// unreachable answers the unmatched unicast datagram r (msgs[i]) with a
-// port unreachable, if the server sends them.
-func (b *batch[V]) unreachable(i int, r *Request[V]) {
+// count adds the batch's counts to the listener's, one atomic add each,
+// not one per datagram, and before its replies leave, so that a client
+// that has its reply finds its datagram counted.
+func (b *batch[V]) count() {
+	c := &b.l.c
+	if b.delivered != 0 {
+		c.delivered.Add(b.delivered)
+	}
+	if b.unhandled != 0 {
+		c.unhandled.Add(b.unhandled)
+	}
+	if b.unmatched|b.unmatchedMulti != 0 {
+		c.unmatched.Add(b.unmatched)
+		c.unmatchedMulti.Add(b.unmatchedMulti)
+	}
+	b.delivered, b.unhandled, b.unmatched, b.unmatchedMulti = 0, 0, 0, 0
+}
+
+// callUnicast runs the handler for r, a unicast datagram's, in a way that
+// lets a look hand the rest of the batch to a helper while it runs;
+// it reports whether it did.
+func (b *batch[V]) callUnicast(r *Request[V]) bool {
+	b.l.c.delivered.Add(1)
+	b.sock = r.Socket
+	b.state.Store(inCall)
+	b.l.s.h(r)
+	handed := !b.state.CompareAndSwap(inCall, running)
+	b.calls.Add(1)
+	b.mu.Lock()
+	r.done = true
+	b.mu.Unlock()
+	return handed
+}
+
+// request returns a new Request for msgs[i] and the receiving socket s.
+func (b *batch[V]) request(i int, mcast bool, s *demux.Socket[V], v V) *Request[V] {
+	r := b.newRequest()
+	m, a := &b.msgs[i], &b.addr[i]
+	*r = Request[V]{
+		Payload: m.Buffers[0][:m.N], Src: a.Src, Dst: a.Dst, Ifindex: a.Ifindex,
+		Multicast: mcast, Socket: s, Value: v, b: b,
+	}
+	return r
+}
+
+// newRequest returns a Request never handed out before.
+func (b *batch[V]) newRequest() *Request[V] {
+	if len(b.reqs) == 0 {
+		b.reqs = make([]Request[V], len(b.msgs))
+	}
+	r := &b.reqs[0]
+	b.reqs = b.reqs[1:]
+	return r
+}
+
+// call runs the handler for r, then closes r to Reply.
+func (b *batch[V]) call(r *Request[V]) {
+	b.l.s.h(r)
+	b.mu.Lock()
+	r.done = true
+	b.mu.Unlock()
+}
+
+// unreachable answers the unmatched unicast datagram msgs[i] with a port
+// unreachable, if the server sends them.
+func (b *batch[V]) unreachable(i int) {
 	ic := b.l.s.icmp
 	if ic == nil {
 		return
 	}
-	switch sent, limited, err := ic.unreachable(r.Src, r.Dst, r.Ifindex, r.Payload); {
+	m, a := &b.msgs[i], &b.addr[i]
+	switch sent, limited, err := ic.unreachable(a.Src, a.Dst, a.Ifindex, m.Buffers[0][:m.N]); {
 	case err != nil:
 		b.l.c.icmpErrors.Add(1)
 	case sent:
@@ -300,7 +434,7 @@ func (b *batch[V]) copyToConn(c *Conn, i int) {
 	}
 }
 
-// queue copies p into the batch's replies to r.Src.
+// queue copies p into the batch's replies to r.Src. It runs under b.mu.
 func (b *batch[V]) queue(r *Request[V], p []byte) {
 	if b.nreply == len(b.replies) {
 		b.flush()
@@ -327,7 +461,7 @@ func (b *batch[V]) queue(r *Request[V], p []byte) {
 }
 
 // flush sends the queued replies. A reply that fails is counted and
-// skipped.
+// skipped. It runs under b.mu.
 func (b *batch[V]) flush() {
 	ms := b.replies[:b.nreply]
 	for len(ms) > 0 {

@@ -71,8 +71,10 @@ import (
 //
 // Close ends every read and write with an error that wraps
 // net.ErrClosed; so does closing the socket through the table (writes
-// fail at once, and blocked reads end at the server's next check, which
-// it makes every closePoll), and Server.Stop or Server.Close.
+// and reads that start after it fail at once, and the datagrams queued
+// for the Conn are dropped, as a closed kernel socket's are; blocked
+// reads end at the server's next check, which it makes every
+// closePoll), and Server.Stop or Server.Close.
 type Conn struct {
 	sk    connSocket
 	v6    bool         // the socket is IPv6 (its writes may still go to IPv4 peers)
@@ -189,6 +191,14 @@ func (c *Conn) next() (*packet, error) {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
+			return nil, net.ErrClosed
+		}
+		if c.sk.closed() {
+			// Closed through the table, which tells the server only at
+			// its next check: what was queued goes with the socket, as a
+			// closed kernel socket's queue does.
+			c.mu.Unlock()
+			c.shut()
 			return nil, net.ErrClosed
 		}
 		if passed {
@@ -376,7 +386,7 @@ func (c *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
 func (c *Conn) poll() *packet {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || c.n == 0 {
+	if c.closed || c.n == 0 || c.sk.closed() {
 		return nil
 	}
 	return c.popLocked()

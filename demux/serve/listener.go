@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/udpdemux/udpdemux/demux"
 )
 
 // listener is one kernel socket, bound to the wildcard address of its
@@ -25,7 +28,26 @@ type listener[V any] struct {
 	// closing is set when the port went out of use, stopping when the
 	// server stops: either makes a failed read the reader's last.
 	closing, stopping atomic.Bool
-	c                 counters
+	// busy counts the goroutines handling a batch of l's; closeAfter is
+	// set when its port went out of use meanwhile; goroutines counts its
+	// reader and the goroutines of handed-off calls (handoff.go). All
+	// three under s.mu.
+	busy, goroutines int
+	closeAfter       bool
+	// active is the batch of l's reader; watch is the timer that looks
+	// at it while it handles a batch, armed is set while it should
+	// (handoff.go), and looking keeps two looks from overlapping.
+	active  atomic.Pointer[batch[V]]
+	watch   *time.Timer
+	armed   atomic.Bool
+	looking sync.Mutex
+	// stuck are the sockets whose handler calls were handed off, with
+	// the batch of each call's goroutine; nstuck is len(stuck), read
+	// without mu. Both under mu.
+	mu     sync.Mutex
+	stuck  map[*demux.Socket[V]]*batch[V]
+	nstuck atomic.Int32
+	c      counters
 }
 
 // counters are a listener's counts, written by its reader.
@@ -67,7 +89,7 @@ func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
-	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn)}
+	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), stuck: map[*demux.Socket[V]]*batch[V]{}}
 	if v6 {
 		l.p6 = ipv6.NewPacketConn(l.conn)
 		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
@@ -111,15 +133,30 @@ func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifind
 	return n, err
 }
 
-// run reads and handles batches until the socket closes or the server
-// stops, then retires the listener.
-func (l *listener[V]) run() {
+// run reads and handles batches with b until the socket closes, the
+// server stops or a call is handed off; with taken, it first delivers
+// the rest of a batch it took over. The listener's last goroutine
+// retires it.
+func (l *listener[V]) run(b *batch[V], taken bool) {
 	defer l.s.wg.Done()
-	defer l.s.retire(l)
-	b, err := newBatch(l)
-	if err != nil {
-		l.c.readErrors.Add(1)
-		return
+	defer l.s.exit(l)
+	if b == nil {
+		var err error
+		if b, err = newBatch(l); err != nil {
+			l.c.readErrors.Add(1)
+			return
+		}
+		l.active.Store(b)
+	}
+	if taken {
+		l.arm()
+		handed := b.deliverRest()
+		if !handed {
+			l.disarm()
+		}
+		if l.s.end(l) || handed {
+			return
+		}
 	}
 	for {
 		n, err := b.read()
@@ -131,6 +168,14 @@ func (l *listener[V]) run() {
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
 			continue
 		}
-		b.handle(n)
+		l.s.begin(l)
+		l.arm()
+		handed := b.handle(n)
+		if !handed {
+			l.disarm() // a handed-off batch's timer is its helper's
+		}
+		if l.s.end(l) || handed {
+			return
+		}
 	}
 }

@@ -13,9 +13,12 @@ import (
 )
 
 // Handler handles one datagram for one receiving socket that has no Conn.
-// The Request and its Payload are valid only during the call; Payload is
-// shared by all the receivers of a multicast datagram and must not be
-// modified.
+// The Request's Payload is valid only during the call (the next read
+// reuses its buffer), and it is shared by all the receivers of a
+// multicast datagram: it must not be modified. The Request's Reply works
+// only during the call too, and returns ErrRequestDone afterwards. A
+// panic in a handler is not recovered: like any goroutine's, it ends the
+// program.
 type Handler[V any] func(r *Request[V])
 
 // Options tune a Server. The zero value is a good default.
@@ -55,6 +58,13 @@ type Options struct {
 	// table that holds some of a port's addresses then tells the rest
 	// of the world which ones it does not serve, as Linux does.
 	PortUnreachable bool
+	// FreeBind lets the table's sockets bind addresses that the host does
+	// not have, as IP_FREEBIND (or net.ipv4.ip_nonlocal_bind) does on
+	// Linux. Without it, and unless the caller sets Config.IsLocal, New
+	// sets Config.IsLocal from the host's interface addresses, so that a
+	// bind to an address the host lacks fails with EADDRNOTAVAIL rather
+	// than bind a socket that no datagram can reach.
+	FreeBind bool
 }
 
 // ErrStopped is the error of a bind on a new port after Stop.
@@ -67,13 +77,18 @@ type Server[V any] struct {
 	h     Handler[V]
 	opts  Options
 	bcast broadcastCache
+	local hostAddrs
 
-	mu      sync.Mutex
-	ports   map[uint16]*portSockets[V] // open kernel sockets
-	readers map[*listener[V]]struct{}  // listeners whose reader runs
-	retired Stats                      // counts of readers that ended
-	stopped bool
-	wg      sync.WaitGroup // the readers
+	mu    sync.Mutex
+	ports map[uint16]*portSockets[V] // open kernel sockets
+	// draining are the kernel sockets of ports out of use whose readers
+	// are in a batch: each closes its socket when the batch's replies
+	// are sent, unless a bind on the port takes it back first.
+	draining map[uint16]*portSockets[V]
+	readers  map[*listener[V]]struct{} // listeners whose reader runs
+	retired  Stats                     // counts of readers that ended
+	stopped  bool
+	wg       sync.WaitGroup // the readers
 
 	conns conns[V]
 	icmp  *icmpSender // nil unless Options.PortUnreachable
@@ -88,7 +103,9 @@ type portSockets[V any] struct{ v4, v6 *listener[V] }
 // when every socket has a Conn: a datagram for a socket without one is
 // then dropped and counted in Stats.Unhandled. cfg.OnPort, if set, is
 // called after the server has opened (before it has closed) a port's
-// kernel sockets; its veto closes them again.
+// kernel sockets; its veto closes them again, and so does its panic,
+// which then reaches the caller of Bind with the port's kernel sockets
+// and readers gone.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.Batch <= 0 {
 		o.Batch = 32
@@ -96,7 +113,7 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 2048
 	}
-	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
 	if o.PortUnreachable {
 		ic, err := newICMPSender(o.IPv4Only)
 		if err != nil {
@@ -105,6 +122,9 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		s.icmp = ic
 	}
 	s.conns.nudge = make(chan struct{}, 1)
+	if cfg.IsLocal == nil && !o.FreeBind {
+		cfg.IsLocal = s.local.isLocal
+	}
 	user := cfg.OnPort
 	cfg.OnPort = func(port uint16, inUse bool) error {
 		if !inUse {
@@ -117,12 +137,22 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		if err := s.openPort(port); err != nil {
 			return err
 		}
-		if user != nil {
-			if err := user(port, true); err != nil {
-				s.closePort(port)
-				return err
-			}
+		if user == nil {
+			return nil
 		}
+		// The table undoes a bind whose hook panics without an
+		// OnPort(port, false) to follow, so the kernel sockets just
+		// opened are closed here, on the way out of a veto or a panic.
+		kept := false
+		defer func() {
+			if !kept {
+				s.closePort(port)
+			}
+		}()
+		if err := user(port, true); err != nil {
+			return err
+		}
+		kept = true
 		return nil
 	}
 	t, err := demux.New[V](cfg)
@@ -147,56 +177,128 @@ func (s *Server[V]) openPort(port uint16) error {
 	if s.stopped {
 		return ErrStopped
 	}
-	ps := &portSockets[V]{}
-	var err error
-	if ps.v4, err = s.listen(port, false); err != nil {
-		return err
+	// A kernel socket still draining holds the port on the host: the
+	// port's new life takes it back rather than fail to bind another.
+	d := s.draining[port]
+	delete(s.draining, port)
+	reuse := func(l *listener[V]) *listener[V] {
+		if l != nil && l.closeAfter {
+			l.closeAfter = false
+			return l
+		}
+		return nil
 	}
-	if !s.opts.IPv4Only {
+	ps, fresh := &portSockets[V]{}, &portSockets[V]{}
+	if d != nil {
+		ps.v4, ps.v6 = reuse(d.v4), reuse(d.v6)
+	}
+	var err error
+	if ps.v4 == nil {
+		if ps.v4, err = s.listen(port, false); err != nil {
+			s.drainLocked(port, ps)
+			return err
+		}
+		fresh.v4 = ps.v4
+	}
+	if !s.opts.IPv4Only && ps.v6 == nil {
 		ps.v6, err = s.listen(port, true)
 		switch {
 		case errors.Is(err, syscall.EAFNOSUPPORT):
 			// A kernel without IPv6: serve IPv4 only.
 		case err != nil:
-			_ = ps.v4.conn.Close()
+			ps.v6 = nil
+			s.drainLocked(port, ps)
 			return err
 		}
+		fresh.v6 = ps.v6
 	}
 	s.ports[port] = ps
-	for _, l := range []*listener[V]{ps.v4, ps.v6} {
+	for _, l := range []*listener[V]{fresh.v4, fresh.v6} {
 		if l != nil {
 			s.readers[l] = struct{}{}
+			l.goroutines++
 			s.wg.Add(1)
-			go l.run()
+			go l.run(nil, false)
 		}
 	}
 	return nil
 }
 
-// closePort closes port's kernel sockets. Their readers end after the
-// batch they are handling; datagrams still queued in the kernel are lost,
-// as they are when a socket is closed.
+// closePort closes port's kernel sockets: now if their readers are
+// between batches, else when the batch they are handling has sent its
+// replies (the port's last socket may close in a handler that has
+// replied). Datagrams still queued in the kernel are lost, as they are
+// when a socket is closed.
 func (s *Server[V]) closePort(port uint16) {
 	s.mu.Lock()
 	ps := s.ports[port]
 	delete(s.ports, port)
-	s.mu.Unlock()
-	if ps == nil {
-		return
+	if ps != nil {
+		s.drainLocked(port, ps)
 	}
+	s.mu.Unlock()
+	s.nudgeWatcher() // a Conn's socket may have been the port's last
+}
+
+// drainLocked closes the kernel sockets of ps, port's, whose readers are
+// between batches and leaves the others to close at their batch's end.
+// It runs under s.mu.
+func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
+	pending := false
 	for _, l := range []*listener[V]{ps.v4, ps.v6} {
-		if l != nil {
+		switch {
+		case l == nil:
+		case l.busy > 0:
+			l.closeAfter = true
+			pending = true
+		default:
 			l.closing.Store(true)
 			_ = l.conn.Close()
 		}
 	}
-	s.nudgeWatcher() // a Conn's socket may have been the port's last
+	if pending {
+		s.draining[port] = ps
+	}
 }
 
-// retire adds the counts of l, whose reader ends, to the server's.
-func (s *Server[V]) retire(l *listener[V]) {
+// begin marks a goroutine of l as handling a batch: a close of its port
+// waits for the batch's end.
+func (s *Server[V]) begin(l *listener[V]) {
+	s.mu.Lock()
+	s.beginLocked(l)
+	s.mu.Unlock()
+}
+
+// beginLocked is begin under s.mu.
+func (s *Server[V]) beginLocked(l *listener[V]) { l.busy++ }
+
+// end marks the end of a batch of l's, whose replies are sent, and closes
+// l's kernel socket if its port went out of use meanwhile and no other
+// batch of l's is in progress. It reports whether it closed it.
+func (s *Server[V]) end(l *listener[V]) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	l.busy--
+	if l.busy > 0 || !l.closeAfter {
+		return false
+	}
+	l.closeAfter = false
+	l.closing.Store(true)
+	_ = l.conn.Close()
+	if d := s.draining[l.port]; d != nil && !(d.v4 != nil && d.v4.closeAfter) && !(d.v6 != nil && d.v6.closeAfter) {
+		delete(s.draining, l.port)
+	}
+	return true
+}
+
+// exit notes the end of a goroutine of l's; the last retires l, adding
+// its counts to the server's.
+func (s *Server[V]) exit(l *listener[V]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.goroutines--; l.goroutines > 0 {
+		return
+	}
 	delete(s.readers, l)
 	l.c.addTo(&s.retired)
 }

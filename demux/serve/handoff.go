@@ -1,0 +1,217 @@
+package serve
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// A kernel socket has one reader goroutine, which reads a batch and runs
+// the handlers of its datagrams one after the other. So that a slow
+// handler holds up only its own socket's datagrams, a timer looks at the
+// reader every watchTick while it handles a batch (it is armed when a
+// batch starts and stopped when it ends, so that an idle or quick reader
+// costs no wake-ups); a reader found in the same unicast handler call at
+// two looks in a row is handed off: a new reader
+// (the helper) takes over the rest of its batch and the kernel socket,
+// while the old goroutine finishes the slow call. Until it has, the
+// socket of that call is stuck: the readers set its datagrams aside for
+// the old goroutine (deferTo), which handles them after the call, in
+// order, sends its replies, and ends. One socket's calls thus stay one at
+// a time and in arrival order, and its replies in order, while other
+// sockets wait at most about two ticks for a slow call.
+//
+// Calls for multicast datagrams are not handed off, since the table's
+// iteration over the receivers is in progress in the slow call's
+// goroutine; but a multicast datagram for a stuck socket is set aside for
+// it as a unicast one is.
+
+const (
+	running   uint32 = iota // not in a handler call that may be handed off
+	inCall                  // in a unicast handler call
+	handedOff               // the rest of the batch was handed off
+)
+
+// watchTick is how often a reader handling a batch is looked at; a call
+// is handed off between one and two ticks after it started.
+const watchTick = time.Millisecond
+
+// maxHandedOff is the most calls of one kernel socket's that are handed
+// off at a time. Each has a goroutine and a batch's buffers until it
+// returns, so that datagrams to many sockets whose handlers are slow
+// cannot make a port take memory without bound: past it, the reader
+// waits for its call, as one that is not handed off does.
+const maxHandedOff = 32
+
+// arm starts looking at l's reader, which begins a batch.
+func (l *listener[V]) arm() {
+	if l.s.h == nil {
+		return // no handler calls to hand off
+	}
+	if l.watch == nil {
+		// Due far off, so that the field is set before any look reads
+		// it; the Reset below makes it due.
+		l.watch = time.AfterFunc(time.Hour, l.look)
+	}
+	l.armed.Store(true) // before the Reset, so that its look goes on looking
+	l.watch.Reset(watchTick)
+}
+
+// disarm stops looking at l's reader, whose batch ended. A look already
+// under way may still run, once.
+func (l *listener[V]) disarm() {
+	if l.watch == nil {
+		return
+	}
+	l.armed.Store(false)
+	l.watch.Stop()
+}
+
+// deferTo sets datagram i of b aside for the goroutine whose call on s
+// was handed off, if s has one, and reports whether it did.
+func (l *listener[V]) deferTo(s *demux.Socket[V], b *batch[V], i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	owner := l.stuck[s]
+	if owner == nil {
+		return false
+	}
+	p := l.s.getPacket()
+	b.fill(p, i)
+	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
+	owner.deferred = append(owner.deferred, p)
+	return true
+}
+
+// handedOff runs in the goroutine whose call on b.sock was handed off,
+// after that call: it handles the datagrams set aside for b.sock meanwhile,
+// sends the batch's replies, and releases b.sock to the readers.
+func (b *batch[V]) handedOff() {
+	l := b.l
+	for {
+		l.mu.Lock()
+		if len(b.deferred) == 0 {
+			l.mu.Unlock()
+			// The replies leave before the socket is released, so that
+			// a later datagram's reply cannot overtake them.
+			b.count()
+			b.mu.Lock()
+			b.flush()
+			b.mu.Unlock()
+			l.mu.Lock()
+			if len(b.deferred) == 0 {
+				delete(l.stuck, b.sock)
+				l.nstuck.Add(-1)
+				l.mu.Unlock()
+				return
+			}
+			l.mu.Unlock()
+			continue
+		}
+		p := b.deferred[0]
+		b.deferred[0] = nil
+		b.deferred = b.deferred[1:]
+		l.mu.Unlock()
+		if s := b.sock; s.Closed() {
+			b.unmatched++
+		} else {
+			l.c.delivered.Add(1)
+			b.call(b.requestFrom(p, s))
+		}
+		l.s.conns.pool.Put(p)
+	}
+}
+
+// requestFrom returns a new Request for p, a datagram set aside for s.
+func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
+	r := b.newRequest()
+	*r = Request[V]{
+		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
+		Multicast: p.mcast, Socket: s, Value: s.Value(), b: b,
+	}
+	return r
+}
+
+// takeRest copies the undelivered rest of b, whose goroutine is in a
+// handed-off call and no longer touches it, into h, a fresh batch.
+func (h *batch[V]) takeRest(b *batch[V]) {
+	m, u, j := 0, 0, b.nextU
+	for k := b.next; k < b.n; k++ {
+		h.kind[m], h.addr[m], h.ext[m], h.src[m] = b.kind[k], b.addr[k], b.ext[k], b.src[k]
+		h.addr[m].Payload = nil
+		h.msgs[m].N = copy(h.msgs[m].Buffers[0], b.msgs[k].Buffers[0][:b.msgs[k].N])
+		if b.kind[k] == unicast {
+			h.out[u] = b.out[j]
+			u++
+			j++
+		}
+		m++
+	}
+	h.next, h.nextU, h.n = 0, 0, m
+}
+
+// look hands l's reader off if it is in the call it was in at the last
+// look, and looks again a tick later while l's reader handles a batch.
+func (l *listener[V]) look() {
+	if !l.armed.Load() || !l.looking.TryLock() {
+		return
+	}
+	defer l.looking.Unlock()
+	l.s.lookAt(l)
+	if l.armed.Load() {
+		l.watch.Reset(watchTick)
+	}
+}
+
+// lookAt is look's work, under l.looking.
+func (s *Server[V]) lookAt(l *listener[V]) {
+	b := l.active.Load()
+	if b == nil {
+		return
+	}
+	if b.state.Load() != inCall {
+		b.seen = 0
+		return
+	}
+	if c := b.calls.Load() + 1; b.seen != c {
+		b.seen = c
+		return
+	}
+	s.mu.Lock()
+	full := l.goroutines > maxHandedOff // the reader and the handed-off calls
+	s.mu.Unlock()
+	if full {
+		return
+	}
+	h, err := newBatch(l)
+	if err != nil {
+		return // the kernel socket closed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || l.closing.Load() {
+		return
+	}
+	if !b.state.CompareAndSwap(inCall, handedOff) {
+		return // the call ended meanwhile
+	}
+	// b's goroutine is in its handler, and will not touch the rest of
+	// the batch, nor its cursor, again.
+	h.takeRest(b)
+	l.mu.Lock()
+	l.stuck[b.sock] = b
+	l.nstuck.Add(1)
+	l.mu.Unlock()
+	// The replies queued so far need not wait for the slow call.
+	b.mu.Lock()
+	b.flush()
+	b.mu.Unlock()
+	l.active.Store(h)
+	s.beginLocked(l) // h's batch, which b's goroutine ends its share of
+	// The helper's batch is being handled: keep looking (look re-arms).
+	l.armed.Store(true)
+	l.goroutines++
+	s.wg.Add(1)
+	go l.run(h, true)
+}

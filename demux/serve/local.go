@@ -1,0 +1,146 @@
+package serve
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// hostAddrs answers Config.IsLocal from the host's interface addresses,
+// which it reads again when they may have changed: when its copy is
+// older than hostAddrsMaxAge, and on a miss (an address just added) when
+// it is older than hostAddrsMinAge, so that a stream of binds to foreign
+// addresses cannot make it read the interfaces more often than that.
+type hostAddrs struct {
+	mu  sync.Mutex // one reader of the interfaces at a time
+	cur atomic.Pointer[addrSet]
+}
+
+const (
+	hostAddrsMaxAge = time.Second
+	hostAddrsMinAge = 10 * time.Millisecond
+)
+
+// addrSet is what Linux's local routing table says of the host's
+// addresses, as far as a bind without IP_FREEBIND cares.
+type addrSet struct {
+	read time.Time
+	// v4 are the IPv4 addresses of every interface, and the directed
+	// broadcast addresses of those that are up: Linux's local and
+	// broadcast routes.
+	v4 map[netip.Addr]bool
+	// loop4 are the IPv4 prefixes of loopback interfaces that are up,
+	// every address of which is local (127.0.0.0/8 on lo).
+	loop4 []netip.Prefix
+	// v6 maps each IPv6 address to the interfaces that have it;
+	// scoped marks the link-local and loopback ones, which are local
+	// only on their own interfaces.
+	v6     map[netip.Addr][]int
+	scoped map[netip.Addr]bool
+}
+
+// isLocal is Config.IsLocal for the host: addr (no zone, IPv4 unmapped)
+// on device (0: none).
+func (h *hostAddrs) isLocal(addr netip.Addr, device int) bool {
+	a := h.cur.Load()
+	if a == nil || time.Since(a.read) > hostAddrsMaxAge {
+		a = h.refresh(hostAddrsMaxAge)
+	}
+	if a.has(addr, device) {
+		return true
+	}
+	return h.refresh(hostAddrsMinAge).has(addr, device)
+}
+
+func (a *addrSet) has(addr netip.Addr, device int) bool {
+	if addr.Is4() {
+		if a.v4[addr] {
+			return true
+		}
+		for _, p := range a.loop4 {
+			if p.Contains(addr) {
+				return true
+			}
+		}
+		return false
+	}
+	devs, ok := a.v6[addr]
+	if !ok {
+		return false
+	}
+	// As Linux's ipv6_chk_addr: with a device, a link-local or loopback
+	// address counts only on its own interface.
+	if device == 0 || !a.scoped[addr] {
+		return true
+	}
+	for _, d := range devs {
+		if d == device {
+			return true
+		}
+	}
+	return false
+}
+
+// refresh reads the interfaces again unless the copy is younger than
+// age, and returns the copy.
+func (h *hostAddrs) refresh(age time.Duration) *addrSet {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if a := h.cur.Load(); a != nil && time.Since(a.read) <= age {
+		return a
+	}
+	a := readAddrs()
+	h.cur.Store(a)
+	return a
+}
+
+// readAddrs reads the host's addresses. An interface whose addresses
+// cannot be read has none: a bind to one of them fails with EADDRNOTAVAIL,
+// where Options.FreeBind is the way out.
+func readAddrs() *addrSet {
+	a := &addrSet{read: time.Now(), v4: map[netip.Addr]bool{}, v6: map[netip.Addr][]int{}, scoped: map[netip.Addr]bool{}}
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		addrs, _ := ifi.Addrs()
+		up, loop := ifi.Flags&net.FlagUp != 0, ifi.Flags&net.FlagLoopback != 0
+		for _, x := range addrs {
+			ipn, ok := x.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok {
+				continue
+			}
+			ip = ip.Unmap()
+			ones, _ := ipn.Mask.Size()
+			if ip.Is4() {
+				a.v4[ip] = true
+				p := netip.PrefixFrom(ip, ones).Masked()
+				switch {
+				case up && loop:
+					a.loop4 = append(a.loop4, p)
+				case up && ones < 31:
+					a.v4[lastAddr(p)] = true
+				}
+				continue
+			}
+			a.v6[ip] = append(a.v6[ip], ifi.Index)
+			if ip.IsLinkLocalUnicast() || ip.IsLoopback() {
+				a.scoped[ip] = true
+			}
+		}
+	}
+	return a
+}
+
+// lastAddr returns the last address of the IPv4 prefix p: its directed
+// broadcast address.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	host := ^uint32(0) >> p.Bits()
+	u := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+}
