@@ -21,9 +21,18 @@ import (
 // TestConcurrentStress runs binds, connects and closes on some ports while
 // other goroutines look up sockets that never change: those must be found
 // every time (a racing write shows the table before or after, never a
-// mix). It is meant for -race; it runs for a bounded time.
+// mix). It is meant for -race; it runs for a bounded time, on each
+// storage.
 func TestConcurrentStress(t *testing.T) {
-	tbl, err := demux.New[string](demux.Config{Slots: 256, Threshold: 4, PortLow: 41000, PortHigh: 41063})
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) {
+			concurrentStress(t, st.with(demux.Config{Threshold: 4, PortLow: 41000, PortHigh: 41063}))
+		})
+	}
+}
+
+func concurrentStress(t *testing.T, cfg demux.Config) {
+	tbl, err := demux.New[string](cfg)
 	require.NoError(t, err)
 	const port, port2 = 7000, 7256 // one primary slot of a 256-slot table
 	type probe struct {
@@ -65,10 +74,7 @@ func TestConcurrentStress(t *testing.T) {
 	probes = append(probes, probe{stranger, netip.MustParseAddrPort("127.0.0.200:7256"), 1, swild})
 	stable := tbl.Len()
 
-	d := 2 * time.Second
-	if testing.Short() {
-		d = 300 * time.Millisecond
-	}
+	d := stressBudget(t, 2*time.Second)
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	var misses, lookups, writes atomic.Int64
