@@ -78,7 +78,8 @@ func concurrentStress(t *testing.T, cfg demux.Config) {
 	probes = append(probes, probe{stranger, netip.MustParseAddrPort("127.0.0.200:7256"), 1, swild})
 	swild3, err := tbl.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: port3, ReuseAddr: true}, "stable wildcard 3")
 	require.NoError(t, err)
-	probes = append(probes, probe{stranger, netip.MustParseAddrPort("127.0.0.200:7512"), 1, swild3})
+	short := probe{stranger, netip.MustParseAddrPort("127.0.0.200:7512"), 1, swild3}
+	probes = append(probes, short)
 	stable := tbl.Len()
 
 	d := stressBudget(t, 2*time.Second)
@@ -91,13 +92,15 @@ func concurrentStress(t *testing.T, cfg demux.Config) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			next, nextMulti := w, w // the probes, round robin
 			for k := 0; time.Now().Before(deadline); k++ {
 				// Every other lookup is port3's, whose chain is the
 				// shortest: a reader is on a churning socket there
 				// often as it is closed.
-				p := probes[len(probes)-1]
+				p := short
 				if k%2 == 1 {
-					p = probes[(k/2+w)%len(probes)]
+					p = probes[next%len(probes)]
+					next++
 				}
 				got, _ := tbl.Lookup(p.src, p.dst, p.ifindex)
 				lookups.Add(1)
@@ -106,6 +109,8 @@ func concurrentStress(t *testing.T, cfg demux.Config) {
 					firstMiss.CompareAndSwap(nil, fmt.Sprintf("%v -> %v: got %v", p.src, p.dst, got))
 				}
 				if k%16 == 0 {
+					p := probes[nextMulti%len(probes)]
+					nextMulti++
 					found := false
 					tbl.LookupMulticast(p.src, p.dst, p.ifindex, func(s *demux.Socket[string], _ string) bool {
 						found = found || s == p.want
