@@ -14,15 +14,6 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// storages are the two storages, for the tests that must run on both.
-var storages = []struct {
-	name string
-	cfg  demux.Config
-}{
-	{"default", demux.Config{}},
-	{"slots256", demux.Config{Slots: 256}},
-}
-
 // churn runs write in a loop on a goroutine of its own until the test
 // ends: a writer that never stops while the test's reader works.
 func churn(t *testing.T, write func()) {

@@ -76,37 +76,39 @@ func TestBrokenRand(t *testing.T) {
 		{"all ones", constSource(^uint64(0))},
 	} {
 		for _, eph := range []demux.Ephemeral{demux.EphemeralIndex, demux.EphemeralBitmap, demux.EphemeralLinear} {
-			t.Run(tc.name+"/"+eph.String(), func(t *testing.T) {
-				// 300 ports: Lemire's rejection threshold is not 0.
-				tab, err := demux.New[int](demux.Config{Slots: 256, Rand: tc.src, Ephemeral: eph, PortLow: 2000, PortHigh: 2299})
-				require.NoError(t, err)
-				done := make(chan error, 1)
-				go func() {
-					ports := map[uint16]bool{}
-					for range 300 {
-						s, err := tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 0)
-						if err != nil {
-							done <- err
+			for _, st := range storages {
+				t.Run(st.name+"/"+tc.name+"/"+eph.String(), func(t *testing.T) {
+					// 300 ports: Lemire's rejection threshold is not 0.
+					tab, err := demux.New[int](st.with(demux.Config{Rand: tc.src, Ephemeral: eph, PortLow: 2000, PortHigh: 2299}))
+					require.NoError(t, err)
+					done := make(chan error, 1)
+					go func() {
+						ports := map[uint16]bool{}
+						for range 300 {
+							s, err := tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 0)
+							if err != nil {
+								done <- err
+								return
+							}
+							ports[s.LocalAddr().Port()] = true
+						}
+						if len(ports) != 300 {
+							done <- assert.AnError
 							return
 						}
-						ports[s.LocalAddr().Port()] = true
+						_, err := tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 0)
+						done <- err
+					}()
+					select {
+					case err := <-done:
+						// Every port taken once, then the range is full.
+						assert.ErrorIs(t, err, syscall.EADDRINUSE)
+					case <-time.After(20 * time.Second):
+						t.Fatal("bind(0) with a constant random source did not return")
 					}
-					if len(ports) != 300 {
-						done <- assert.AnError
-						return
-					}
-					_, err := tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 0)
-					done <- err
-				}()
-				select {
-				case err := <-done:
-					// Every port taken once, then the range is full.
-					assert.ErrorIs(t, err, syscall.EADDRINUSE)
-				case <-time.After(20 * time.Second):
-					t.Fatal("bind(0) with a constant random source did not return")
-				}
-				require.NoError(t, tab.Verify())
-			})
+					require.NoError(t, tab.Verify())
+				})
+			}
 		}
 	}
 	for _, src := range []mrand.Source{(*mrand.ChaCha8)(nil), (*mrand.PCG)(nil)} {

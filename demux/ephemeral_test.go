@@ -193,64 +193,69 @@ func TestEphemeralSharesWhenFull(t *testing.T) {
 // a nearly full range and close the sockets on the two neighbouring ports.
 // No port may be handed out twice, and the tables must be consistent after.
 func TestEphemeralReproducer(t *testing.T) {
-	for _, algo := range algos {
-		t.Run(algo.String(), func(t *testing.T) {
-			const low, high = 40000, 40511
-			tab, err := demux.New[int](demux.Config{PortLow: low, PortHigh: high, Ephemeral: algo, Slots: 256})
-			require.NoError(t, err)
-			var mu sync.Mutex
-			owner := map[uint16]*demux.Socket[int]{}
-			iters := 150
-			if testing.Short() {
-				iters = 30
-			}
-			var wg sync.WaitGroup
-			errs := make(chan error, 64)
-			for g := range 64 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range iters {
-						s, err := tab.Bind(demux.Options{Addr: any4}, g*iters+i)
-						if errors.Is(err, syscall.EADDRINUSE) {
-							continue
-						}
-						if err != nil {
-							errs <- err
-							return
-						}
-						p := s.LocalAddr().Port()
-						mu.Lock()
-						if o := owner[p]; o != nil {
-							mu.Unlock()
-							errs <- fmt.Errorf("port %d handed out twice", p)
-							return
-						}
-						owner[p] = s
-						var victims []*demux.Socket[int]
-						for _, q := range []uint16{p - 1, p + 1} {
-							if v := owner[q]; v != nil {
-								delete(owner, q)
-								victims = append(victims, v)
-							}
-						}
-						mu.Unlock()
-						for _, v := range victims {
-							if err := tab.Close(v); err != nil {
-								errs <- err
-								return
-							}
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Fatal(err)
-			}
-			require.NoError(t, tab.Verify())
-			assert.Equal(t, len(owner), tab.Len())
-		})
+	for _, st := range storages {
+		for _, algo := range algos {
+			t.Run(st.name+"/"+algo.String(), func(t *testing.T) { ephemeralReproducer(t, st.with(demux.Config{Ephemeral: algo})) })
+		}
 	}
+}
+
+func ephemeralReproducer(t *testing.T, cfg demux.Config) {
+	const low, high = 40000, 40511
+	cfg.PortLow, cfg.PortHigh = low, high
+	tab, err := demux.New[int](cfg)
+	require.NoError(t, err)
+	var mu sync.Mutex
+	owner := map[uint16]*demux.Socket[int]{}
+	iters := 150
+	if testing.Short() {
+		iters = 30
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range iters {
+				s, err := tab.Bind(demux.Options{Addr: any4}, g*iters+i)
+				if errors.Is(err, syscall.EADDRINUSE) {
+					continue
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				p := s.LocalAddr().Port()
+				mu.Lock()
+				if o := owner[p]; o != nil {
+					mu.Unlock()
+					errs <- fmt.Errorf("port %d handed out twice", p)
+					return
+				}
+				owner[p] = s
+				var victims []*demux.Socket[int]
+				for _, q := range []uint16{p - 1, p + 1} {
+					if v := owner[q]; v != nil {
+						delete(owner, q)
+						victims = append(victims, v)
+					}
+				}
+				mu.Unlock()
+				for _, v := range victims {
+					if err := tab.Close(v); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.NoError(t, tab.Verify())
+	assert.Equal(t, len(owner), tab.Len())
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// mcastTable binds n wildcard ReuseAddr sockets on port 5353.
-func mcastTable(tb testing.TB, n int) *demux.Table[int] {
-	tab, err := demux.New[int](demux.Config{})
+// mcastTable binds n wildcard ReuseAddr sockets on port 5353, in a table
+// of configuration cfg.
+func mcastTable(tb testing.TB, cfg demux.Config, n int) *demux.Table[int] {
+	tab, err := demux.New[int](cfg)
 	require.NoError(tb, err)
 	for i := range n {
 		_, err := tab.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: 5353, ReuseAddr: true}, i)
@@ -27,9 +28,15 @@ var (
 )
 
 // TestMulticastIterator: the iterator yields what the callback does, stops
-// when the loop breaks, and allocates nothing.
+// when the loop breaks, and allocates nothing, on either storage.
 func TestMulticastIterator(t *testing.T) {
-	tab := mcastTable(t, 5)
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) { multicastIterator(t, st.cfg) })
+	}
+}
+
+func multicastIterator(t *testing.T, cfg demux.Config) {
+	tab := mcastTable(t, cfg, 5)
 	var want, got []int
 	tab.LookupMulticast(mcastSrc, mcastDst, 1, func(_ *demux.Socket[int], v int) bool { want = append(want, v); return true })
 	for s, v := range tab.Multicast(mcastSrc, mcastDst, 1) {
@@ -62,7 +69,7 @@ func TestMulticastIterator(t *testing.T) {
 
 // BenchmarkMulticast compares the iterator with the callback.
 func BenchmarkMulticast(b *testing.B) {
-	tab := mcastTable(b, 8)
+	tab := mcastTable(b, demux.Config{}, 8)
 	b.Run("callback", func(b *testing.B) {
 		b.ReportAllocs()
 		sum := 0

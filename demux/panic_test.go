@@ -125,10 +125,7 @@ func TestCallbackPanics(t *testing.T) {
 			}
 		}, 0},
 	}
-	for _, st := range []struct {
-		name string
-		cfg  demux.Config
-	}{{"default", demux.Config{}}, {"slots256", demux.Config{Slots: 256}}} {
+	for _, st := range storages {
 		for _, c := range cases {
 			t.Run(st.name+"/"+c.name, func(t *testing.T) {
 				var a armed

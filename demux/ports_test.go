@@ -159,8 +159,8 @@ func TestPortEventOrder(t *testing.T) {
 // announced. The hook dawdles before it records the port, so that a table
 // which published first would be caught.
 func TestPortEventPrecedesPublication(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
-		t.Run(fmt.Sprint("slots=", cfg.Slots), func(t *testing.T) { precedesPublication(t, cfg) })
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) { precedesPublication(t, st.cfg) })
 	}
 }
 
@@ -281,72 +281,82 @@ func TestPortEventVeto(t *testing.T) {
 // of the chain without the port's lock can miss the new socket, pushed in
 // front of it, and the old one, unlinked behind it, and count 31.
 func TestSocketsConsistentPerPort(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
-		tbl, err := demux.New[int](cfg)
-		require.NoError(t, err)
-		const port, other = 7000, 7256 // one primary slot of a 256-slot table
-		addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}) }
-		var fifo []*demux.Socket[int]
-		next := 0
-		bind := func(p uint16) *demux.Socket[int] {
-			// The value carries the port: a socket's addresses are not
-			// read here, only what the iteration yields.
-			s, err := tbl.Bind(demux.Options{Addr: addr(next), Port: p}, int(p)<<32|next)
-			require.NoError(t, err)
-			next++
-			return s
-		}
-		for range 32 {
-			fifo = append(fifo, bind(port))
-		}
-		for range 5 {
-			bind(other)
-		}
-		deadline := time.Now().Add(300 * time.Millisecond)
-		var wg sync.WaitGroup
-		var iters, bad atomic.Int64
-		var first atomic.Value
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) {
-					counts := map[uint16]int{}
-					seen := map[*demux.Socket[int]]bool{}
-					last := uint16(0)
-					for s := range tbl.Sockets() {
-						p := uint16(s.Value() >> 32)
-						if seen[s] || p < last {
-							bad.Add(1)
-							first.CompareAndSwap(nil, fmt.Sprintf("socket %d twice or out of port order", s.Value()))
-						}
-						seen[s], last = true, p
-						counts[p]++
-					}
-					if c := counts[port]; c != 32 && c != 33 || counts[other] != 5 {
-						bad.Add(1)
-						first.CompareAndSwap(nil, fmt.Sprintf("counts %v", counts))
-					}
-					iters.Add(1)
-				}
-			}()
-		}
-		for time.Now().Before(deadline) {
-			fifo = append(fifo, bind(port))
-			require.NoError(t, tbl.Close(fifo[0]))
-			fifo = fifo[1:]
-		}
-		wg.Wait()
-		t.Logf("slots %d: %d iterations, %d binds", cfg.Slots, iters.Load(), next)
-		assert.Positive(t, iters.Load())
-		assert.Zero(t, bad.Load(), "inconsistent iterations; first: %v", first.Load())
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) { socketsConsistentPerPort(t, st.cfg) })
 	}
+}
+
+func socketsConsistentPerPort(t *testing.T, cfg demux.Config) {
+	tbl, err := demux.New[int](cfg)
+	require.NoError(t, err)
+	const port, other = 7000, 7256 // one primary slot of a 256-slot table
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 1, byte(i >> 8), byte(i)}) }
+	var fifo []*demux.Socket[int]
+	next := 0
+	bind := func(p uint16) *demux.Socket[int] {
+		// The value carries the port: a socket's addresses are not
+		// read here, only what the iteration yields.
+		s, err := tbl.Bind(demux.Options{Addr: addr(next), Port: p}, int(p)<<32|next)
+		require.NoError(t, err)
+		next++
+		return s
+	}
+	for range 32 {
+		fifo = append(fifo, bind(port))
+	}
+	for range 5 {
+		bind(other)
+	}
+	deadline := time.Now().Add(stressBudget(t, 300*time.Millisecond))
+	var wg sync.WaitGroup
+	var iters, bad atomic.Int64
+	var first atomic.Value
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				counts := map[uint16]int{}
+				seen := map[*demux.Socket[int]]bool{}
+				last := uint16(0)
+				for s := range tbl.Sockets() {
+					p := uint16(s.Value() >> 32)
+					if seen[s] || p < last {
+						bad.Add(1)
+						first.CompareAndSwap(nil, fmt.Sprintf("socket %d twice or out of port order", s.Value()))
+					}
+					seen[s], last = true, p
+					counts[p]++
+				}
+				if c := counts[port]; c != 32 && c != 33 || counts[other] != 5 {
+					bad.Add(1)
+					first.CompareAndSwap(nil, fmt.Sprintf("counts %v", counts))
+				}
+				iters.Add(1)
+			}
+		}()
+	}
+	for time.Now().Before(deadline) {
+		fifo = append(fifo, bind(port))
+		require.NoError(t, tbl.Close(fifo[0]))
+		fifo = fifo[1:]
+	}
+	wg.Wait()
+	t.Logf("slots %d: %d iterations, %d binds", cfg.Slots, iters.Load(), next)
+	assert.Positive(t, iters.Load())
+	assert.Zero(t, bad.Load(), "inconsistent iterations; first: %v", first.Load())
 }
 
 // TestSocketsBodyMayUseTable checks that no lock is held while the loop
 // body runs: it binds and closes on the port being iterated.
 func TestSocketsBodyMayUseTable(t *testing.T) {
-	tbl, err := demux.New[int](demux.Config{Slots: 256})
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) { socketsBodyMayUseTable(t, st.cfg) })
+	}
+}
+
+func socketsBodyMayUseTable(t *testing.T, cfg demux.Config) {
+	tbl, err := demux.New[int](cfg)
 	require.NoError(t, err)
 	lo := netip.MustParseAddr("127.0.0.1")
 	for i := range 3 {

@@ -20,10 +20,13 @@ import (
 // connect on the readers' own port, readers doing Lookup, LookupBatch and
 // LookupMulticast must always find the sockets that never change, never
 // get a socket closed before they began, and never see a socket twice in
-// one multicast delivery.
+// one multicast delivery. It runs on both storages: the fixed slots do
+// not resize, but their chains grow and shrink as much.
 func TestGrowingUnderLookups(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Strategy: demux.TwoPhase}, {Threshold: 1}} {
-		t.Run(cfg.Strategy.String()+fmt.Sprint(cfg.Threshold), func(t *testing.T) { growingUnderLookups(t, cfg) })
+	for _, st := range storages {
+		for _, cfg := range []demux.Config{{}, {Strategy: demux.TwoPhase}, {Threshold: 1}} {
+			t.Run(st.name+"/"+cfg.Strategy.String()+fmt.Sprint(cfg.Threshold), func(t *testing.T) { growingUnderLookups(t, st.with(cfg)) })
+		}
 	}
 }
 
@@ -156,10 +159,13 @@ func growingUnderLookups(t *testing.T, cfg demux.Config) {
 			}
 		}
 	}()
-	// Writers: churn that resizes every index, and moves on port 7000.
-	deadline := time.Now().Add(2 * time.Second)
+	// Writers: churn that resizes every index, and moves on port 7000:
+	// at least minRounds rounds, whatever the budget, then rounds until
+	// the budget is spent.
+	const minRounds = 3
+	deadline := time.Now().Add(stressBudget(t, time.Second))
 	next := 0
-	for round := 0; time.Now().Before(deadline) && next+3000 < len(closedAt); round++ {
+	for round := 0; (round < minRounds || time.Now().Before(deadline)) && next+3000 < len(closedAt); round++ {
 		var socks []*demux.Socket[int]
 		for i := range 3000 {
 			v := next + i
@@ -192,6 +198,7 @@ func growingUnderLookups(t *testing.T, cfg demux.Config) {
 	}
 	stop.Store(true)
 	wg.Wait()
+	t.Logf("%d rounds", next/3000)
 	assert.Zero(t, bad.Load())
 	require.NoError(t, tab.Verify())
 	assert.Equal(t, 23, tab.Len())

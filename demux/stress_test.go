@@ -21,11 +21,24 @@ import (
 // TestConcurrentStress runs binds, connects and closes on some ports while
 // other goroutines look up sockets that never change: those must be found
 // every time (a racing write shows the table before or after, never a
-// mix). It is meant for -race; it runs for a bounded time.
+// mix). It is meant for -race; it runs for a bounded time, on each
+// storage.
 func TestConcurrentStress(t *testing.T) {
-	tbl, err := demux.New[string](demux.Config{Slots: 256, Threshold: 4, PortLow: 41000, PortHigh: 41063})
+	for _, st := range storages {
+		t.Run(st.name, func(t *testing.T) {
+			concurrentStress(t, st.with(demux.Config{Threshold: 4, PortLow: 41000, PortHigh: 41063}))
+		})
+	}
+}
+
+func concurrentStress(t *testing.T, cfg demux.Config) {
+	tbl, err := demux.New[string](cfg)
 	require.NoError(t, err)
-	const port, port2 = 7000, 7256 // one primary slot of a 256-slot table
+	// One primary slot of a 256-slot table. port3 holds a stable wildcard
+	// and at most one churning socket of each writer: it stays under the
+	// threshold, so that the growing tables scan its chain, while the
+	// other two are indexed.
+	const port, port2, port3 = 7000, 7256, 7512
 	type probe struct {
 		src, dst netip.AddrPort
 		ifindex  int
@@ -63,12 +76,13 @@ func TestConcurrentStress(t *testing.T) {
 	swild, err := tbl.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: port2, ReuseAddr: true}, "stable wildcard")
 	require.NoError(t, err)
 	probes = append(probes, probe{stranger, netip.MustParseAddrPort("127.0.0.200:7256"), 1, swild})
+	swild3, err := tbl.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: port3, ReuseAddr: true}, "stable wildcard 3")
+	require.NoError(t, err)
+	short := probe{stranger, netip.MustParseAddrPort("127.0.0.200:7512"), 1, swild3}
+	probes = append(probes, short)
 	stable := tbl.Len()
 
-	d := 2 * time.Second
-	if testing.Short() {
-		d = 300 * time.Millisecond
-	}
+	d := stressBudget(t, 2*time.Second)
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
 	var misses, lookups, writes atomic.Int64
@@ -78,8 +92,16 @@ func TestConcurrentStress(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			next, nextMulti := w, w // the probes, round robin
 			for k := 0; time.Now().Before(deadline); k++ {
-				p := probes[(k+w)%len(probes)]
+				// Every other lookup is port3's, whose chain is the
+				// shortest: a reader is on a churning socket there
+				// often as it is closed.
+				p := short
+				if k%2 == 1 {
+					p = probes[next%len(probes)]
+					next++
+				}
 				got, _ := tbl.Lookup(p.src, p.dst, p.ifindex)
 				lookups.Add(1)
 				if got != p.want {
@@ -87,6 +109,8 @@ func TestConcurrentStress(t *testing.T) {
 					firstMiss.CompareAndSwap(nil, fmt.Sprintf("%v -> %v: got %v", p.src, p.dst, got))
 				}
 				if k%16 == 0 {
+					p := probes[nextMulti%len(probes)]
+					nextMulti++
 					found := false
 					tbl.LookupMulticast(p.src, p.dst, p.ifindex, func(s *demux.Socket[string], _ string) bool {
 						found = found || s == p.want
@@ -108,7 +132,27 @@ func TestConcurrentStress(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 99))
 			var mine []*demux.Socket[string]
+			var short *demux.Socket[string] // the writer's socket on port3
 			for time.Now().Before(deadline) {
+				if rng.IntN(4) == 0 { // bind or close on the short chain
+					if short == nil {
+						a := netip.AddrFrom4([4]byte{127, 0, 4, byte(w + 1)})
+						s, err := tbl.Bind(demux.Options{Addr: a, Port: port3, ReuseAddr: true}, "churn 3")
+						if err != nil {
+							t.Errorf("bind %v: %v", a, err)
+							return
+						}
+						short = s
+					} else {
+						if err := tbl.Close(short); err != nil {
+							t.Errorf("close: %v", err)
+							return
+						}
+						short = nil
+					}
+					writes.Add(1)
+					continue
+				}
 				if len(mine) > 24 || (len(mine) > 0 && rng.IntN(3) == 0) {
 					i := rng.IntN(len(mine))
 					if err := tbl.Close(mine[i]); err != nil {
@@ -120,9 +164,12 @@ func TestConcurrentStress(t *testing.T) {
 					continue
 				}
 				var o demux.Options
-				switch rng.IntN(5) {
+				switch rng.IntN(6) {
 				case 0: // another specific address on the busy port
 					o = demux.Options{Addr: netip.AddrFrom4([4]byte{127, 0, 3, byte(rng.IntN(250) + 1)}), Port: port, ReuseAddr: true}
+				case 5: // a stable socket's address and port, on a device no probe arrives on:
+					// the growing tables' key of that address gains and loses a class
+					o = demux.Options{Addr: netip.AddrFrom4([4]byte{127, 0, 0, byte(rng.IntN(16) + 1)}), Port: port, ReuseAddr: true, Device: 2}
 				case 1: // a wildcard that connects into a stable socket's bucket
 					o = demux.Options{Addr: netip.IPv4Unspecified(), Port: port, ReuseAddr: true}
 				case 2: // the same primary slot, other port
@@ -150,6 +197,9 @@ func TestConcurrentStress(t *testing.T) {
 					}
 					writes.Add(1)
 				}
+			}
+			if short != nil {
+				mine = append(mine, short)
 			}
 			for _, s := range mine {
 				if err := tbl.Close(s); err != nil {
