@@ -96,6 +96,8 @@ type Conn struct {
 	released bool // Close has run
 	ndrops   atomic.Uint64
 	peers    *peerRoutes // wildcard sockets only
+
+	sq sendQueue // written datagrams, for the writer
 }
 
 // connSocket is what a Conn needs of its table socket, whatever the
@@ -140,6 +142,7 @@ func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync
 	if wild {
 		c.peers = new(peerRoutes)
 	}
+	c.sq.init()
 	return c
 }
 
@@ -472,7 +475,26 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	if !ok {
 		return fail(syscall.EINVAL) // a source of the other family
 	}
-	n, _, err := k.WriteMsgUDPAddrPort(b, out, netip.AddrPortFrom(dst, to.Port()))
+	if max := maxPayload(v4); len(b) > max {
+		return fail(syscall.EMSGSIZE)
+	}
+	to = netip.AddrPortFrom(dst, to.Port())
+	if len(oob) == 0 {
+		// A plain write, as a service without control messages (quic-go
+		// on a Conn) makes them: queued for the writer.
+		if err := c.enqueue(b, out, k, to); err != nil {
+			if oe, ok := err.(*net.OpError); ok {
+				err = oe.Err
+			}
+			return fail(err)
+		}
+		return len(b), 0, nil
+	}
+	// The caller's control messages may ask what the kernel refuses: send
+	// now, after what is queued, so that the kernel's error is the
+	// caller's.
+	c.drain()
+	n, _, err := k.WriteMsgUDPAddrPort(b, out, to)
 	if err != nil {
 		if oe, ok := err.(*net.OpError); ok {
 			err = oe.Err // the kernel socket's address is not the Conn's
@@ -574,6 +596,7 @@ func (c *Conn) Close() error {
 	c.released = true
 	c.mu.Unlock()
 	c.shut()
+	c.flush()
 	if released {
 		return c.opError("close", nil, net.ErrClosed)
 	}
@@ -593,6 +616,7 @@ func (c *Conn) shut() bool {
 	}
 	c.closed = true
 	close(c.done)
+	c.closeQueue()
 	for ; c.n > 0; c.n-- {
 		c.pool.Put(c.q[c.head])
 		c.q[c.head] = nil
