@@ -35,6 +35,7 @@ type sender struct {
 	names    [sendSlots]unix.RawSockaddrInet6
 	ctrl     [sendSlots][sendOOB]byte
 	groups   [sendSlots]int // datagrams per message
+	msgs     int            // messages sent, for tests
 	// call is the system call that rc.Write runs, made once (see
 	// receiver); its arguments and results are the fields after it.
 	call  func(fd uintptr) bool
@@ -162,6 +163,7 @@ func (s *sender) sendRun(rc syscall.RawConn, ent func(int) *sendEntry, i, j int)
 			return err // the kernel socket closed
 		}
 		if s.errno == 0 {
+			s.msgs += s.got
 			for _, g := range s.groups[:s.got] {
 				pos += g
 			}
