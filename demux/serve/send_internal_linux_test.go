@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -105,4 +107,43 @@ func TestSenderGroups(t *testing.T) {
 		_, _, err := peers[p].ReadFromUDPAddrPort(buf)
 		require.Error(t, err, "peer %d: more datagrams than written", p)
 	}
+}
+
+// fakeSocket is a table socket for a Conn made without a server.
+type fakeSocket struct{ addr netip.AddrPort }
+
+func (f fakeSocket) localAddr() netip.AddrPort { return f.addr }
+func (fakeSocket) device() int                 { return 0 }
+func (fakeSocket) closed() bool                { return false }
+func (fakeSocket) release(*Conn) error         { return nil }
+
+// TestConnQueuedSendError: a queued datagram that fails (here: its
+// kernel socket closed under the Conn) fails the next write, once, as a
+// socket's pending error does; the write after it is queued again.
+func TestConnQueuedSendError(t *testing.T) {
+	k, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+	require.NoError(t, err)
+	peer, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
+	require.NoError(t, err)
+	defer peer.Close()
+	to := peer.LocalAddr().(*net.UDPAddr).AddrPort()
+	c := newConn(fakeSocket{k.LocalAddr().(*net.UDPAddr).AddrPort()}, false, false, false, k, nil, new(sync.Pool), new(atomic.Uint64))
+	_, err = c.WriteToUDPAddrPort([]byte("x"), to)
+	require.NoError(t, err)
+	require.NoError(t, peer.SetReadDeadline(time.Now().Add(2*time.Second)))
+	_, _, err = peer.ReadFromUDPAddrPort(make([]byte, 8))
+	require.NoError(t, err, "the first datagram")
+	require.NoError(t, k.Close())
+	_, err = c.WriteToUDPAddrPort([]byte("y"), to) // queued; its send fails
+	require.NoError(t, err)
+	var got error
+	require.Eventually(t, func() bool {
+		c.drain()
+		_, got = c.WriteToUDPAddrPort([]byte("z"), to)
+		return got != nil
+	}, 2*time.Second, time.Millisecond)
+	assert.ErrorIs(t, got, net.ErrClosed)
+	_, err = c.WriteToUDPAddrPort([]byte("w"), to)
+	assert.NoError(t, err, "the error is reported once; this datagram is queued")
+	assert.NoError(t, c.Close())
 }
