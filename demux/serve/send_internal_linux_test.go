@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,4 +147,55 @@ func TestConnQueuedSendError(t *testing.T) {
 	_, err = c.WriteToUDPAddrPort([]byte("w"), to)
 	assert.NoError(t, err, "the error is reported once; this datagram is queued")
 	assert.NoError(t, c.Close())
+}
+
+// TestConnWriteBackpressure: a write to a full queue waits, as a write to
+// a full socket buffer does, until the write deadline passes, room
+// frees, or the Conn closes.
+func TestConnWriteBackpressure(t *testing.T) {
+	k, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+	require.NoError(t, err)
+	defer k.Close()
+	to := netip.MustParseAddrPort("127.0.0.9:9")
+	c := newConn(fakeSocket{k.LocalAddr().(*net.UDPAddr).AddrPort()}, false, false, false, k, nil, new(sync.Pool), new(atomic.Uint64))
+	fill := func() {
+		c.sq.mu.Lock()
+		c.sq.n = sendSlots // as if the writer were slow to send them
+		c.sq.mu.Unlock()
+	}
+	free := func() {
+		c.sq.mu.Lock()
+		c.sq.n = 0
+		close(c.sq.space)
+		c.sq.space = nil
+		c.sq.mu.Unlock()
+	}
+	fill()
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+	start := time.Now()
+	_, err = c.WriteToUDPAddrPort([]byte("x"), to)
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.GreaterOrEqual(t, time.Since(start), 40*time.Millisecond, "the write waited")
+	require.NoError(t, c.SetWriteDeadline(time.Time{}))
+
+	done := make(chan error, 1)
+	go func() { _, err := c.WriteToUDPAddrPort([]byte("x"), to); done <- err }()
+	select {
+	case err := <-done:
+		t.Fatalf("a write to a full queue returned: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	free()
+	require.NoError(t, <-done, "room freed")
+
+	require.Eventually(t, func() bool { // the writer sent it and waits
+		c.sq.mu.Lock()
+		defer c.sq.mu.Unlock()
+		return c.sq.idle
+	}, 2*time.Second, time.Millisecond)
+	fill()
+	go func() { _, err := c.WriteToUDPAddrPort([]byte("x"), to); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	c.shut()
+	assert.ErrorIs(t, <-done, net.ErrClosed)
 }
