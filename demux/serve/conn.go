@@ -50,10 +50,31 @@ import (
 // WriteTo answers from the address it was asked on. A control message
 // from WriteMsgUDP chooses the source itself.
 //
+// Writes. A write copies the datagram into the Conn's send queue and
+// returns; the Conn's writer goroutine sends all that is queued at once
+// with sendmmsg, and each run of datagrams of one size (the last may be
+// shorter) to one peer from one source as one message with UDP_SEGMENT
+// (segmentation offload: the kernel cuts it into the datagrams), where
+// the kernel offers it (environment UDPDEMUX_DISABLE_GSO=1 turns that
+// off; a send the kernel cannot segment is sent again datagram by
+// datagram). quic-go on a Conn writes one packet per call, and gets
+// that way the batched, segmented sends it makes itself on a kernel
+// socket. The errors a write's own arguments or the Conn's state cause
+// (a bad address, a payload longer than IP carries, a closed Conn, a
+// passed deadline) fail the write itself; an error that the kernel gives
+// for a queued datagram fails the next write, once, as a socket's
+// pending error does. A write waits while the queue is full (128
+// datagrams or 208 KiB: a full send buffer), until the write deadline
+// passes or the Conn closes. A write with control messages
+// (WriteMsgUDP with oob) waits until the queue is sent and is sent by the caller,
+// so that what the kernel says of them is its result. Close sends what
+// is queued before it returns; Server.Stop and Server.Close do not wait
+// for that, and datagrams still queued when they close the kernel
+// sockets are lost.
+//
 // Batches. ReadBatch reads the datagrams already queued in one call, with
 // x/net's ipv4.Message, the method quic-go looks for to read in batches.
-// There is no WriteBatch: each write is its own send on the kernel
-// socket, with its own source address.
+// There is no WriteBatch: the writer batches plain writes itself.
 //
 // What a Conn does not offer: SyscallConn, since the file descriptor
 // that carries its datagrams is the port's kernel socket, which every
@@ -63,10 +84,11 @@ import (
 // quic-go's path MTU discovery relies on). quic-go takes its fast paths
 // (batched reads, ECN, segmentation offload, path MTU discovery) only on
 // a connection that has SyscallConn; on a Conn it reads and writes one
-// datagram per call through ReadFrom and WriteTo, and its receive-buffer
-// check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
-// goes straight to the shared kernel socket, whose send buffer
-// (SO_SNDBUF) is the port's, not the Conn's. (quic-go logs that once;
+// datagram per call through ReadFrom and WriteTo (the Conn's writer
+// batches and segments the writes), and its receive-buffer check uses
+// SetReadBuffer. SetWriteBuffer is not offered either: the send queue's
+// bounds are fixed, and the kernel socket's send buffer (SO_SNDBUF) is
+// the port's, not the Conn's. (quic-go logs that once;
 // QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true silences it.)
 //
 // Close ends every read and write with an error that wraps
@@ -549,8 +571,8 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline sets the write deadline (see SetDeadline). A write
-// never waits (it is a send on the kernel socket), so the deadline only
-// fails writes started after it.
+// waits only while the Conn's send queue is full (see Conn), so the
+// deadline fails those and the writes started after it.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.isClosed() {
 		return c.opError("set", nil, net.ErrClosed)
@@ -587,9 +609,11 @@ func (c *Conn) isClosed() bool {
 	return c.closed
 }
 
-// Close closes the Conn and its socket in the table. Reads blocked in
-// the Conn return an error that wraps net.ErrClosed, as do later calls;
-// datagrams still queued are dropped, as a kernel socket's are.
+// Close closes the Conn and its socket in the table. Reads and writes
+// blocked in the Conn return an error that wraps net.ErrClosed, as do
+// later calls; received datagrams still queued are dropped, as a kernel
+// socket's are, and written ones still queued are sent before Close
+// returns, as a kernel socket's send buffer is.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	released := c.released
