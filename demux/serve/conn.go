@@ -50,9 +50,12 @@ import (
 // WriteTo answers from the address it was asked on. A control message
 // from WriteMsgUDP chooses the source itself.
 //
-// Writes. A write copies the datagram into the Conn's send queue and
-// returns; the Conn's writer goroutine sends all that is queued at once
-// with sendmmsg, and each run of datagrams of one size (the last may be
+// Writes. A write that continues a run (the same length to the same
+// peer as the write before it), or that finds datagrams queued, copies
+// the datagram into the Conn's send queue and returns; any other write
+// is sent by the caller, as on a kernel socket (a lone answer gains
+// nothing from a queue). The Conn's writer goroutine sends all that is
+// queued at once with sendmmsg, and each run of datagrams of one size (the last may be
 // shorter) to one peer from one source as one message with UDP_SEGMENT
 // (segmentation offload: the kernel cuts it into the datagrams), where
 // the kernel offers it (environment UDPDEMUX_DISABLE_GSO=1 turns that
@@ -503,19 +506,24 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	to = netip.AddrPortFrom(dst, to.Port())
 	if len(oob) == 0 {
 		// A plain write, as a service without control messages (quic-go
-		// on a Conn) makes them: queued for the writer.
-		if err := c.enqueue(b, out, k, to); err != nil {
+		// on a Conn) makes them: queued for the writer if it continues a
+		// run (see enqueue).
+		queued, err := c.enqueue(b, out, k, to)
+		if err != nil {
 			if oe, ok := err.(*net.OpError); ok {
 				err = oe.Err
 			}
 			return fail(err)
 		}
-		return len(b), 0, nil
+		if queued {
+			return len(b), 0, nil
+		}
+	} else {
+		// The caller's control messages may ask what the kernel
+		// refuses: send now, after what is queued, so that the kernel's
+		// error is the caller's.
+		c.drain()
 	}
-	// The caller's control messages may ask what the kernel refuses: send
-	// now, after what is queued, so that the kernel's error is the
-	// caller's.
-	c.drain()
 	n, _, err := k.WriteMsgUDPAddrPort(b, out, to)
 	if err != nil {
 		if oe, ok := err.(*net.OpError); ok {

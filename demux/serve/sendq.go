@@ -26,6 +26,8 @@ type sendQueue struct {
 	started bool
 	closed  bool  // no more writes; the writer ends when the queue is empty
 	err     error // a queued datagram's send error, for the next write
+	lastTo  netip.AddrPort
+	lastLen int // the last write's peer and length
 
 	wake   chan struct{} // the writer has work (capacity 1)
 	space  chan struct{} // closed when the writer frees entries; nil until a write waits
@@ -61,23 +63,37 @@ func (q *sendQueue) init() {
 }
 
 // enqueue queues a copy of b for to through k, with the control messages
-// ctl (at most sendOOB bytes). It waits while the queue is full, as a
-// write on a kernel socket with a full send buffer does, until the
-// writer frees room, the write deadline passes or the Conn closes.
-func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) error {
+// ctl (at most sendOOB bytes), and reports true; or reports false, and
+// queues nothing, when the caller should send b itself: when nothing is
+// queued or being sent, and b does not follow a datagram of its length
+// to the same peer. Only such runs gain from the queue (the writer sends
+// them as one segmented message; batching alone gains nothing
+// measurable), and a lone datagram, a request's answer, is sent sooner
+// by its writer than through a goroutine woken for it.
+//
+// It waits while the queue is full, as a write on a kernel socket with
+// a full send buffer does, until the writer frees room, the write
+// deadline passes or the Conn closes.
+func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) (bool, error) {
 	q := &c.sq
 	for {
 		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
-			return net.ErrClosed
+			return false, net.ErrClosed
 		}
 		if err := q.err; err != nil {
 			// A datagram queued earlier failed: the kernel would have
 			// said so then, so say it now.
 			q.err = nil
 			q.mu.Unlock()
-			return err
+			return false, err
+		}
+		run := to == q.lastTo && len(b) == q.lastLen
+		q.lastTo, q.lastLen = to, len(b)
+		if q.n == 0 && (q.idle || !q.started) && !run {
+			q.mu.Unlock()
+			return false, nil
 		}
 		if q.n == 0 || (q.n < len(q.ents) && q.bytes+len(b) <= sendLimit) {
 			e := &q.ents[(q.head+q.n)%len(q.ents)]
@@ -99,7 +115,7 @@ func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) 
 				default:
 				}
 			}
-			return nil
+			return true, nil
 		}
 		if q.space == nil {
 			q.space = make(chan struct{})
@@ -108,7 +124,7 @@ func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) 
 		q.mu.Unlock()
 		passed, changed := c.wdl.check()
 		if passed {
-			return os.ErrDeadlineExceeded
+			return false, os.ErrDeadlineExceeded
 		}
 		select {
 		case <-space:
