@@ -199,3 +199,47 @@ func TestConnWriteBackpressure(t *testing.T) {
 	c.shut()
 	assert.ErrorIs(t, <-done, net.ErrClosed)
 }
+
+// TestConnWriteInline: a lone write is sent by its caller, and the
+// writer starts only for a run (the same length to the same peer twice
+// in a row); every datagram arrives, in order.
+func TestConnWriteInline(t *testing.T) {
+	k, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)})
+	require.NoError(t, err)
+	defer k.Close()
+	var peers [2]*net.UDPConn
+	for i := range peers {
+		peers[i], err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 9)})
+		require.NoError(t, err)
+		defer peers[i].Close()
+	}
+	addr := func(i int) netip.AddrPort { return peers[i].LocalAddr().(*net.UDPAddr).AddrPort() }
+	c := newConn(fakeSocket{k.LocalAddr().(*net.UDPAddr).AddrPort()}, false, false, false, k, nil, new(sync.Pool), new(atomic.Uint64))
+	defer c.Close()
+	started := func() bool {
+		c.sq.mu.Lock()
+		defer c.sq.mu.Unlock()
+		return c.sq.started
+	}
+	writes := []struct {
+		peer    int
+		payload string
+	}{{0, "a"}, {1, "b"}, {0, "cc"}, {1, "dd"}, {0, "eee"}}
+	for _, w := range writes {
+		_, err := c.WriteToUDPAddrPort([]byte(w.payload), addr(w.peer))
+		require.NoError(t, err)
+	}
+	assert.False(t, started(), "no run: the writer did not start")
+	_, err = c.WriteToUDPAddrPort([]byte("fff"), addr(0))
+	require.NoError(t, err)
+	assert.True(t, started(), "a run: the writer started")
+	buf := make([]byte, 8)
+	for p, want := range [][]string{{"a", "cc", "eee", "fff"}, {"b", "dd"}} {
+		for _, w := range want {
+			require.NoError(t, peers[p].SetReadDeadline(time.Now().Add(2*time.Second)))
+			n, _, err := peers[p].ReadFromUDPAddrPort(buf)
+			require.NoError(t, err)
+			assert.Equal(t, w, string(buf[:n]))
+		}
+	}
+}
