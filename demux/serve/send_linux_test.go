@@ -36,3 +36,31 @@ func TestConnFlushOnClose(t *testing.T) {
 		require.Equal(t, fmt.Sprint(i), string(buf[:k]))
 	}
 }
+
+// TestConnQueuedAllocs: writes that go through the send queue (runs of
+// one size to one peer) and the writer's segmented sends allocate
+// nothing per datagram.
+func TestConnQueuedAllocs(t *testing.T) {
+	cs := newConnServer(t)
+	c := cs.listen(t, "127.0.0.2", 0)
+	cl := client(t, "127.0.0.9")
+	require.NoError(t, cl.SetReadBuffer(1<<20))
+	to := cl.LocalAddr().(interface{ AddrPort() netip.AddrPort }).AddrPort()
+	payload, buf := make([]byte, 1200), make([]byte, 2048)
+	round := func() {
+		for range 16 {
+			if _, err := c.WriteToUDPAddrPort(payload, to); err != nil {
+				panic(err)
+			}
+		}
+		for range 16 {
+			if _, _, err := cl.ReadFromUDPAddrPort(buf); err != nil {
+				panic(err)
+			}
+		}
+	}
+	for range 50 {
+		round()
+	}
+	assert.Zero(t, testing.AllocsPerRun(200, round), "allocations per 16 datagrams")
+}
