@@ -14,16 +14,16 @@ import (
 // that a service that writes datagram after datagram, as quic-go does on
 // a Conn, pays one system call for many.
 //
-// The ring's entries from head on are queued; the first busy of them are
-// the writer's, which it reads without the lock while writes add entries
-// after them.
+// The ring's n entries from head on are queued. Those that the writer
+// found when it last looked are its own until it has sent them: it
+// reads them without the lock, while writes add entries after them.
 type sendQueue struct {
 	mu      sync.Mutex
 	ents    [sendSlots]sendEntry
 	head, n int
 	bytes   int // payload bytes queued
-	idle    bool
-	started bool
+	idle    bool // the writer waits for work
+	started bool // the writer goroutine was started
 	closed  bool  // no more writes; the writer ends when the queue is empty
 	err     error // a queued datagram's send error, for the next write
 	lastTo  netip.AddrPort
