@@ -21,9 +21,9 @@ type sendQueue struct {
 	mu      sync.Mutex
 	ents    [sendSlots]sendEntry
 	head, n int
-	bytes   int // payload bytes queued
-	idle    bool // the writer waits for work
-	started bool // the writer goroutine was started
+	bytes   int   // payload bytes queued
+	idle    bool  // the writer waits for work
+	started bool  // the writer goroutine was started
 	closed  bool  // no more writes; the writer ends when the queue is empty
 	err     error // a queued datagram's send error, for the next write
 	lastTo  netip.AddrPort
