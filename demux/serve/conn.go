@@ -50,10 +50,34 @@ import (
 // WriteTo answers from the address it was asked on. A control message
 // from WriteMsgUDP chooses the source itself.
 //
+// Writes. A write that continues a run (the same length to the same
+// peer as the write before it), or that finds datagrams queued, copies
+// the datagram into the Conn's send queue and returns; any other write
+// is sent by the caller, as on a kernel socket (a lone answer gains
+// nothing from a queue). The Conn's writer goroutine sends all that is
+// queued at once with sendmmsg, and each run of datagrams of one size (the last may be
+// shorter) to one peer from one source as one message with UDP_SEGMENT
+// (segmentation offload: the kernel cuts it into the datagrams), where
+// the kernel offers it (environment UDPDEMUX_DISABLE_GSO=1 turns that
+// off; a send the kernel cannot segment is sent again datagram by
+// datagram). quic-go on a Conn writes one packet per call, and gets
+// that way the batched, segmented sends it makes itself on a kernel
+// socket. The errors a write's own arguments or the Conn's state cause
+// (a bad address, a payload longer than IP carries, a closed Conn, a
+// passed deadline) fail the write itself; an error that the kernel gives
+// for a queued datagram fails the next write, once, as a socket's
+// pending error does. A write waits while the queue is full (128
+// datagrams or 208 KiB: a full send buffer), until the write deadline
+// passes or the Conn closes. A write with control messages
+// (WriteMsgUDP with oob) waits until the queue is sent and is sent by the caller,
+// so that what the kernel says of them is its result. Close sends what
+// is queued before it returns; Server.Stop and Server.Close do not wait
+// for that, and datagrams still queued when they close the kernel
+// sockets are lost.
+//
 // Batches. ReadBatch reads the datagrams already queued in one call, with
 // x/net's ipv4.Message, the method quic-go looks for to read in batches.
-// There is no WriteBatch: each write is its own send on the kernel
-// socket, with its own source address.
+// There is no WriteBatch: the writer batches plain writes itself.
 //
 // What a Conn does not offer: SyscallConn, since the file descriptor
 // that carries its datagrams is the port's kernel socket, which every
@@ -63,10 +87,11 @@ import (
 // quic-go's path MTU discovery relies on). quic-go takes its fast paths
 // (batched reads, ECN, segmentation offload, path MTU discovery) only on
 // a connection that has SyscallConn; on a Conn it reads and writes one
-// datagram per call through ReadFrom and WriteTo, and its receive-buffer
-// check uses SetReadBuffer. SetWriteBuffer is not offered either: a write
-// goes straight to the shared kernel socket, whose send buffer
-// (SO_SNDBUF) is the port's, not the Conn's. (quic-go logs that once;
+// datagram per call through ReadFrom and WriteTo (the Conn's writer
+// batches and segments the writes), and its receive-buffer check uses
+// SetReadBuffer. SetWriteBuffer is not offered either: the send queue's
+// bounds are fixed, and the kernel socket's send buffer (SO_SNDBUF) is
+// the port's, not the Conn's. (quic-go logs that once;
 // QUIC_GO_DISABLE_RECEIVE_BUFFER_WARNING=true silences it.)
 //
 // Close ends every read and write with an error that wraps
@@ -98,6 +123,8 @@ type Conn struct {
 	released bool // Close has run
 	ndrops   atomic.Uint64
 	peers    *peerRoutes // wildcard sockets only
+
+	sq sendQueue // written datagrams, for the writer
 }
 
 // connSocket is what a Conn needs of its table socket, whatever the
@@ -142,6 +169,7 @@ func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync
 	if wild {
 		c.peers = new(peerRoutes)
 	}
+	c.sq.init()
 	return c
 }
 
@@ -482,7 +510,31 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	if !ok {
 		return fail(syscall.EINVAL) // a source of the other family
 	}
-	n, _, err := k.WriteMsgUDPAddrPort(b, out, netip.AddrPortFrom(dst, to.Port()))
+	if max := maxPayload(v4); len(b) > max {
+		return fail(syscall.EMSGSIZE)
+	}
+	to = netip.AddrPortFrom(dst, to.Port())
+	if len(oob) == 0 {
+		// A plain write, as a service without control messages (quic-go
+		// on a Conn) makes them: queued for the writer if it continues a
+		// run (see enqueue).
+		queued, err := c.enqueue(b, out, k, to)
+		if err != nil {
+			if oe, ok := err.(*net.OpError); ok {
+				err = oe.Err
+			}
+			return fail(err)
+		}
+		if queued {
+			return len(b), 0, nil
+		}
+	} else {
+		// The caller's control messages may ask what the kernel
+		// refuses: send now, after what is queued, so that the kernel's
+		// error is the caller's.
+		c.drain()
+	}
+	n, _, err := k.WriteMsgUDPAddrPort(b, out, to)
 	if err != nil {
 		if oe, ok := err.(*net.OpError); ok {
 			err = oe.Err // the kernel socket's address is not the Conn's
@@ -537,8 +589,8 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 }
 
 // SetWriteDeadline sets the write deadline (see SetDeadline). A write
-// never waits (it is a send on the kernel socket), so the deadline only
-// fails writes started after it.
+// waits only while the Conn's send queue is full (see Conn), so the
+// deadline fails those and the writes started after it.
 func (c *Conn) SetWriteDeadline(t time.Time) error {
 	if c.isClosed() {
 		return c.opError("set", nil, net.ErrClosed)
@@ -575,15 +627,18 @@ func (c *Conn) isClosed() bool {
 	return c.closed
 }
 
-// Close closes the Conn and its socket in the table. Reads blocked in
-// the Conn return an error that wraps net.ErrClosed, as do later calls;
-// datagrams still queued are dropped, as a kernel socket's are.
+// Close closes the Conn and its socket in the table. Reads and writes
+// blocked in the Conn return an error that wraps net.ErrClosed, as do
+// later calls; received datagrams still queued are dropped, as a kernel
+// socket's are, and written ones still queued are sent before Close
+// returns, as a kernel socket's send buffer is.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	released := c.released
 	c.released = true
 	c.mu.Unlock()
 	c.shut()
+	c.flush()
 	if released {
 		return c.opError("close", nil, net.ErrClosed)
 	}
@@ -603,6 +658,7 @@ func (c *Conn) shut() bool {
 	}
 	c.closed = true
 	close(c.done)
+	c.closeQueue()
 	for ; c.n > 0; c.n-- {
 		c.pool.Put(c.q[c.head])
 		c.q[c.head] = nil

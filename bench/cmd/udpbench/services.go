@@ -286,7 +286,8 @@ func (r *runner) services() {
 	r.set(key{scen: scServices, shape: svcDNS, target: svcConn, m: wrongCount}, wrong[1])
 	r.printf("%s\nMedians of the rounds (higher is better). quic-go takes its fast paths (GSO, batched reads) only "+
 		"through `SyscallConn`, which a Conn cannot offer without exposing the port's shared kernel socket "+
-		"(`demux/serve`'s documentation of `Conn`): through a Conn it sends one datagram a system call.\n\n", t)
+		"(`demux/serve`'s documentation of `Conn`): through a Conn it writes one datagram a call, and the Conn's "+
+		"writer sends runs of them to one peer batched and segmented (sendmmsg, UDP_SEGMENT).\n\n", t)
 }
 
 func (r *runner) servicesGoals() []goal {
