@@ -77,10 +77,6 @@ func benchReceive(b *testing.B, queued int) {
 			off += w
 		}
 	}
-	bt, err := newBatch(l)
-	if err != nil {
-		b.Fatal(err)
-	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for done := 0; done < b.N; {
@@ -90,7 +86,7 @@ func benchReceive(b *testing.B, queued int) {
 		got = 0
 		b.StartTimer()
 		for got < q {
-			n, err := bt.read()
+			bt, n, err := l.readBatch()
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -90,8 +91,9 @@ type Server[V any] struct {
 	stopped  bool
 	wg       sync.WaitGroup // the readers
 
-	conns conns[V]
-	icmp  *icmpSender // nil unless Options.PortUnreachable
+	conns   conns[V]
+	icmp    *icmpSender // nil unless Options.PortUnreachable
+	batches batches[V]  // the readers' buffers
 }
 
 // portSockets are the kernel sockets of one port.
@@ -114,6 +116,9 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 		o.MaxDatagram = 2048
 	}
 	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	// As many batches stay allocated as readers can run at once; more
+	// are in use only while readers wait (for a core, or in a handler).
+	s.batches.keep = runtime.GOMAXPROCS(0)
 	if o.PortUnreachable {
 		ic, err := newICMPSender(o.IPv4Only)
 		if err != nil {
@@ -218,7 +223,7 @@ func (s *Server[V]) openPort(port uint16) error {
 			s.readers[l] = struct{}{}
 			l.goroutines++
 			s.wg.Add(1)
-			go l.run(nil, false)
+			go l.run(nil)
 		}
 	}
 	return nil
