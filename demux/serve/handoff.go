@@ -213,7 +213,7 @@ func (s *Server[V]) lookAt(l *listener[V]) {
 	b.flush()
 	b.mu.Unlock()
 	l.active.Store(h)
-	s.beginLocked(l) // h's batch, which b's goroutine ends its share of
+	l.begin() // h's batch, which b's goroutine ends its share of
 	// The helper's batch is being handled: keep looking (look re-arms).
 	l.armed.Store(true)
 	l.goroutines++

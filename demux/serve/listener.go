@@ -28,12 +28,14 @@ type listener[V any] struct {
 	// closing is set when the port went out of use, stopping when the
 	// server stops: either makes a failed read the reader's last.
 	closing, stopping atomic.Bool
-	// busy counts the goroutines handling a batch of l's; closeAfter is
-	// set when its port went out of use meanwhile; goroutines counts its
-	// reader and the goroutines of handed-off calls (handoff.go). All
-	// three under s.mu.
-	busy, goroutines int
-	closeAfter       bool
+	// busy counts the goroutines handling a batch of l's and closeAfter
+	// is set when its port went out of use meanwhile, both under bmu
+	// (taken after s.mu when both are); goroutines counts its reader and
+	// the goroutines of handed-off calls (handoff.go), under s.mu.
+	bmu        sync.Mutex
+	busy       int
+	closeAfter bool
+	goroutines int
 	// rc reads the socket; readFn is the reader's callback for it
 	// (tryRead), made once. cur is the batch that l's reader holds, nil
 	// while it has none; window is how many of its messages the next read
@@ -180,7 +182,7 @@ func (l *listener[V]) run(taken *batch[V]) {
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
 			continue
 		}
-		l.s.begin(l)
+		l.begin()
 		l.arm()
 		handed := b.handle(n)
 		if !handed {
