@@ -121,23 +121,24 @@
 // finds nothing more queued, so an idle port holds none. GOMAXPROCS
 // batches stay allocated once made; those that more readers busy at
 // once need are left to the garbage collector after their burst (a
-// sync.Pool). With the defaults, an idle port measured 2.9 KiB of heap,
-// 4.0 KiB of goroutine stack, 2 file descriptors and 2 goroutines among
-// 9 000 ports, and 1.7 KiB, 2.1 KiB, 1 and 1 with IPv4Only among 10 000
-// (go test -run TestPortCost -v ./demux/serve -args -ports 9000, Go
-// 1.26, linux/amd64; the runtime took 8.6 and 6.9 KiB per port from the
-// system); among 200, 7.8 and 6.7 KiB of heap, which counts what the
-// server allocates once, such as the kept batches. By extrapolation, 100 000 idle ports would take about 0.7
-// GiB of heap and stacks with both families (0.8 GiB from the system),
-// and 0.4 GiB with IPv4Only, the kernel's memory for the sockets aside.
-// Each reader is a goroutine parked in the runtime's poller, whose stack
-// (2 KiB or more, as deep as its handlers went) is more than half of
-// that; an epoll loop of the server's own for idle sockets could replace
-// them, at the price of re-arming the socket (epoll_ctl), waking the
-// loop and starting a goroutine whenever an idle socket becomes
-// readable. Handler calls allocate their Requests in slabs of
-// Options.Batch (148 bytes per call in BenchmarkReceive, whose values
-// are ints), and a slow call's hand-off takes a batch for the new
+// sync.Pool). With the defaults, after one datagram each, an idle port
+// measured 3.1 KiB of heap, 6.0 KiB of goroutine stack, 2 file
+// descriptors and 2 goroutines among 9 000 ports, and 1.8 KiB, 4.0 KiB,
+// 1 and 1 with IPv4Only among 10 000 (go test -run TestPortCost -v
+// ./demux/serve -args -ports 9000, Go 1.26, linux/amd64), and the
+// runtime held 11.3 and 7.1 KiB per port of the system's memory; among
+// 200, 8.7 and 6.5 KiB of heap, which counts what the server allocates
+// once, such as the kept batches. By extrapolation, 100 000 idle ports
+// would take about 0.9 GiB of heap and stacks with both families (1.1
+// GiB held), and 0.6 GiB with IPv4Only (0.7 GiB held), the kernel's
+// memory for the sockets aside. Each reader is a goroutine parked in the
+// runtime's poller, whose stack (2 KiB or more, as deep as its handlers
+// went) is most of that; an epoll loop of the server's own for idle
+// sockets could replace them, at the price of re-arming the socket
+// (epoll_ctl), waking the loop and starting a goroutine whenever an idle
+// socket becomes readable. Handler calls allocate their Requests in
+// slabs of Options.Batch (148 bytes per call in BenchmarkReceive, whose
+// values are ints), and a slow call's hand-off takes a batch for the new
 // reader.
 //
 // # Conns
