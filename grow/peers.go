@@ -143,8 +143,8 @@ func (f *peerFilter) remove(h uint64) {
 }
 
 // A port keeps two filters of one kind: of the peers of its entries in the
-// 4-tuple index (peers), and of the devices of its entries keyed by a
-// device in the address index (devices). A lookup of a datagram whose
+// 4-tuple index (peerKind), and of the devices of its entries keyed by a
+// device in the address index (deviceKind). A lookup of a datagram whose
 // interface has no such entry on the port then skips the device's keys.
 type filterKind struct {
 	// of returns the filter's place in a port's slot.
@@ -156,12 +156,12 @@ type filterKind struct {
 }
 
 var (
-	peers = filterKind{
+	peerKind = filterKind{
 		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.peers },
 		hash: func(g *Engine, e *sock.Entry) uint64 { return g.peerHash(e.Remote, e.RemotePort) },
 		in:   inConns,
 	}
-	devices = filterKind{
+	deviceKind = filterKind{
 		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.devs },
 		hash: func(g *Engine, e *sock.Entry) uint64 { return g.devHash(e.Device) },
 		in:   byDevice,

@@ -67,7 +67,7 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 		e.Group.Add(e)
 	}
 	if byDevice(e) {
-		devices.add(g, pr, e)
+		deviceKind.add(g, pr, e)
 	}
 	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
@@ -102,17 +102,17 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	// Its peer, or its device, is in its filter before it is published:
 	// a lookup that skips the index must not miss it there.
 	if inConns(e) {
-		peers.add(g, pr, e)
+		peerKind.add(g, pr, e)
 	} else if byDevice(e) {
-		devices.add(g, pr, e)
+		deviceKind.add(g, pr, e)
 	}
 	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
 	unshared := g.remove4(old)
 	if inConns(old) {
-		peers.drop(g, pr, old)
+		peerKind.drop(g, pr, old)
 	} else if byDevice(old) {
-		devices.drop(g, pr, old)
+		deviceKind.drop(g, pr, old)
 	}
 	g.unshare(pr, unshared)
 	pr.s.list.Seq.End()
@@ -139,9 +139,9 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 		g.leave(pr, e)
 	}
 	if inConns(e) {
-		peers.drop(g, pr, e)
+		peerKind.drop(g, pr, e)
 	} else if byDevice(e) {
-		devices.drop(g, pr, e)
+		deviceKind.drop(g, pr, e)
 	}
 	g.count(pr, e, -1)
 	g.occ.Remove(e)

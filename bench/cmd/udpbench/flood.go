@@ -73,7 +73,7 @@ func (r *runner) flood() {
 		"better); *with ÷ without*: how many times slower the attackers make the victim's lookup.\n\n", t)
 }
 
-// floodGoals judges the goals of issue 38 on the device flood, and the
+// floodGoals judges the goals set for the device flood, and the
 // same bounds on the other shapes, apart, so that RESULTS.md says which
 // of them are still not flat.
 func (r *runner) floodGoals() []goal {
