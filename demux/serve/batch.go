@@ -70,9 +70,11 @@ func (r *Request[V]) Reply(p []byte) error {
 	return nil
 }
 
-// batch holds one reader's buffers, reused for every batch it reads.
+// batch holds the buffers of one batch of datagrams. A reader takes one
+// from the server's pool when its kernel socket has datagrams and gives
+// it back when the socket has no more (getBatch, putBatch).
 type batch[V any] struct {
-	l    *listener[V]
+	l    *listener[V] // the kernel socket the batch is read from
 	msgs []ipv4.Message
 	ds   []datagram // the unicast datagrams of msgs, in order
 	out  []*demux.Socket[V]
@@ -84,9 +86,6 @@ type batch[V any] struct {
 	pk  []*packet
 	rx  *receiver
 	src []netip.AddrPort // senders of msgs[i]
-
-	// window is how many of msgs the next read offers the kernel.
-	window int
 
 	// reqs is the unused rest of a slab of Requests, one per handler
 	// call: a Request is never reused, so that one kept past its call
@@ -139,20 +138,19 @@ const (
 	multicast
 )
 
-func newBatch[V any](l *listener[V]) (*batch[V], error) {
-	n, size := l.s.opts.Batch, l.s.opts.MaxDatagram
-	var oob int
-	if l.p6 != nil {
-		oob = len(ipv6.NewControlMessage(ipv6.FlagDst | ipv6.FlagInterface))
-	} else {
-		oob = len(ipv4.NewControlMessage(ipv4.FlagDst | ipv4.FlagInterface))
-	}
-	oob += oobSpace
+// newBatch makes a batch for s's readers, with Options.Batch buffers of
+// Options.MaxDatagram bytes for reads and as many for replies, and room
+// for either family's control messages, so that any kernel socket's
+// reader can use it.
+func newBatch[V any](s *Server[V]) *batch[V] {
+	n, size := s.opts.Batch, s.opts.MaxDatagram
+	oob := max(len(ipv6.NewControlMessage(ipv6.FlagDst|ipv6.FlagInterface)),
+		len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface))) + oobSpace
 	b := &batch[V]{
-		l: l, msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n), window: n,
+		msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n),
 		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
 		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
-		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n),
+		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n), rx: newReceiver(n),
 	}
 	for i := range b.msgs {
 		b.pk[i] = &packet{buf: make([]byte, size)}
@@ -183,33 +181,105 @@ func newBatch[V any](l *listener[V]) (*batch[V], error) {
 		b.delivered++
 		return true
 	}
-	var err error
-	if b.rx, err = newReceiver(l.conn, n); err != nil {
-		return nil, err
+	return b
+}
+
+// batches are the readers' buffers, shared by every kernel socket's
+// readers: a reader holds a batch only while its socket has datagrams
+// queued or its batch is being handled, so that an idle port costs no
+// buffers (see readBatch). The last keep batches given back stay in free
+// for good: sync.Pool alone would drop a quarter of them under the race
+// detector, and all of them after two collections, making a reader that
+// wakes allocate a batch (about 200 objects) now and then; those past
+// keep go to pool, for readers that wake at once across many ports.
+type batches[V any] struct {
+	mu   sync.Mutex
+	free []*batch[V]
+	keep int
+	pool sync.Pool
+}
+
+// getBatch returns a batch for l, from the server's batches or new.
+func (s *Server[V]) getBatch(l *listener[V]) *batch[V] {
+	bs := &s.batches
+	var b *batch[V]
+	bs.mu.Lock()
+	if n := len(bs.free); n > 0 {
+		b = bs.free[n-1]
+		bs.free[n-1] = nil
+		bs.free = bs.free[:n-1]
 	}
-	return b, nil
+	bs.mu.Unlock()
+	if b == nil {
+		var ok bool
+		if b, ok = bs.pool.Get().(*batch[V]); !ok {
+			b = newBatch(s)
+		}
+	}
+	// What the batch's last use left: a handed-off call's goroutine
+	// leaves its state at handedOff, and its socket.
+	b.l, b.sock, b.deferred, b.seen = l, nil, nil, 0
+	b.state.Store(running)
+	return b
+}
+
+// putBatch gives back b, which no goroutine uses any more. Every look
+// that may have found it (as l.active, or handing its call off) has
+// ended first, so that none looks at it once another reader has it.
+func (s *Server[V]) putBatch(b *batch[V]) {
+	l := b.l
+	// Not a Store: a look may have just made a helper's batch active.
+	l.active.CompareAndSwap(b, nil)
+	l.looking.Lock()
+	l.looking.Unlock() //nolint:staticcheck // waits for a look under way
+	s.batches.put(b)
+}
+
+// put gives back b, which no look knows.
+func (bs *batches[V]) put(b *batch[V]) {
+	b.l = nil
+	bs.mu.Lock()
+	if len(bs.free) < bs.keep {
+		bs.free = append(bs.free, b)
+		b = nil
+	}
+	bs.mu.Unlock()
+	if b != nil {
+		bs.pool.Put(b)
+	}
+}
+
+// take gives l's reader a batch from the pool and returns it.
+func (l *listener[V]) take() *batch[V] {
+	b := l.s.getBatch(l)
+	l.cur = b
+	l.active.Store(b)
+	return b
+}
+
+// release returns the batch of l's reader, which has nothing to handle,
+// to the pool.
+func (l *listener[V]) release() {
+	if b := l.cur; b != nil {
+		l.cur = nil
+		l.s.putBatch(b)
+	}
 }
 
 // minWindow is the fewest message slots a read offers the kernel.
 const minWindow = 8
 
-// read reads the next batch (recvmmsg) into the first window messages,
-// then sets the window for the next read to twice this batch, within
-// minWindow and len(msgs). x/net prepares every message slot it is given
-// on every call (header, iovecs, address buffer) and clears them on the
-// next, whether or not a datagram fills them. A reader that keeps up with
-// its senders reads a few datagrams per call (from under 2 to about 20 in
-// the runner's loopback scenario, as the machine's load varies), and with
-// all 64 slots offered every time, preparing them took about as much of
-// its CPU profile as handling the datagrams did. A full read doubles the
-// window: a burst gets full-size reads again after a few calls.
-func (b *batch[V]) read() (int, error) {
-	n, err := b.rx.recv(b.msgs[:b.window], b.src)
-	if err == nil {
-		b.window = min(max(2*n, minWindow), len(b.msgs))
-	}
-	return n, err
-}
+// The window (listener.window) is how many message slots the next read
+// offers the kernel: twice as many as the last read filled, within
+// minWindow and Options.Batch. x/net prepared every message slot it was
+// given on every call (header, iovecs, address buffer) and cleared them on
+// the next, whether or not a datagram filled them, and so does prepare. A
+// reader that keeps up with its senders reads a few datagrams per call
+// (from under 2 to about 20 in the runner's loopback scenario, as the
+// machine's load varies), and with all 64 slots offered every time,
+// preparing them took about as much of its CPU profile as handling the
+// datagrams did. A full read doubles the window: a burst gets full-size
+// reads again after a few calls.
 
 // handle looks up and delivers the n datagrams just read, in arrival
 // order, then sends the replies. It reports whether a helper took the

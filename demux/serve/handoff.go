@@ -184,34 +184,39 @@ func (s *Server[V]) lookAt(l *listener[V]) {
 	if full {
 		return
 	}
-	h, err := newBatch(l)
-	if err != nil {
-		return // the kernel socket closed
-	}
+	h := s.getBatch(l)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped || l.closing.Load() {
+	l.mu.Lock()
+	if s.stopped || l.closing.Load() || !b.state.CompareAndSwap(inCall, handedOff) {
+		// Stopping, or the call ended meanwhile.
+		l.mu.Unlock()
+		// No look knew h: back to the pool without putBatch, which
+		// would wait for this look to end.
+		s.batches.put(h)
 		return
 	}
-	if !b.state.CompareAndSwap(inCall, handedOff) {
-		return // the call ended meanwhile
+	// b.sock is stuck from the hand-off on, in the same hold of l.mu:
+	// b's goroutine, whose call may end at once, finds it there when it
+	// takes l.mu in handedOff, and releases it.
+	if l.stuck == nil {
+		l.stuck = map[*demux.Socket[V]]*batch[V]{}
 	}
-	// b's goroutine is in its handler, and will not touch the rest of
-	// the batch, nor its cursor, again.
-	h.takeRest(b)
-	l.mu.Lock()
 	l.stuck[b.sock] = b
 	l.nstuck.Add(1)
 	l.mu.Unlock()
+	// b's goroutine is in its handler, or in handedOff, and will not
+	// touch the rest of the batch, nor its cursor, again.
+	h.takeRest(b)
 	// The replies queued so far need not wait for the slow call.
 	b.mu.Lock()
 	b.flush()
 	b.mu.Unlock()
 	l.active.Store(h)
-	s.beginLocked(l) // h's batch, which b's goroutine ends its share of
+	l.begin() // h's batch, which b's goroutine ends its share of
 	// The helper's batch is being handled: keep looking (look re-arms).
 	l.armed.Store(true)
 	l.goroutines++
 	s.wg.Add(1)
-	go l.run(h, true)
+	go l.run(h)
 }

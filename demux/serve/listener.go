@@ -28,15 +28,29 @@ type listener[V any] struct {
 	// closing is set when the port went out of use, stopping when the
 	// server stops: either makes a failed read the reader's last.
 	closing, stopping atomic.Bool
-	// busy counts the goroutines handling a batch of l's; closeAfter is
-	// set when its port went out of use meanwhile; goroutines counts its
-	// reader and the goroutines of handed-off calls (handoff.go). All
-	// three under s.mu.
-	busy, goroutines int
-	closeAfter       bool
-	// active is the batch of l's reader; watch is the timer that looks
-	// at it while it handles a batch, armed is set while it should
-	// (handoff.go), and looking keeps two looks from overlapping.
+	// busy counts the goroutines handling a batch of l's and closeAfter
+	// is set when its port went out of use meanwhile, both under bmu
+	// (taken after s.mu when both are); goroutines counts its reader and
+	// the goroutines of handed-off calls (handoff.go), under s.mu.
+	bmu        sync.Mutex
+	busy       int
+	closeAfter bool
+	goroutines int
+	// rc reads the socket; readFn is the reader's callback for it
+	// (tryRead), made once. cur is the batch that l's reader holds, nil
+	// while it has none; window is how many of its messages the next read
+	// offers the kernel (see minWindow); got and errno are what tryRead
+	// read. All five are the reader's.
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool
+	cur    *batch[V]
+	window int
+	got    int
+	errno  syscall.Errno
+	// active is the batch of l's reader, nil while it has none; watch is
+	// the timer that looks at it while it handles a batch, armed is set
+	// while it should (handoff.go), and looking keeps two looks from
+	// overlapping.
 	active  atomic.Pointer[batch[V]]
 	watch   *time.Timer
 	armed   atomic.Bool
@@ -89,7 +103,12 @@ func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
-	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), stuck: map[*demux.Socket[V]]*batch[V]{}}
+	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+	if l.rc, err = l.conn.SyscallConn(); err != nil {
+		_ = l.conn.Close()
+		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+	}
+	l.initReader()
 	if v6 {
 		l.p6 = ipv6.NewPacketConn(l.conn)
 		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
@@ -133,34 +152,29 @@ func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifind
 	return n, err
 }
 
-// run reads and handles batches with b until the socket closes, the
-// server stops or a call is handed off; with taken, it first delivers
-// the rest of a batch it took over. The listener's last goroutine
-// retires it.
-func (l *listener[V]) run(b *batch[V], taken bool) {
+// run reads and handles batches until the socket closes, the server
+// stops or a call is handed off; given a batch, taken over from a
+// reader whose call was handed off, it first delivers the rest of it.
+// The listener's last goroutine retires it.
+func (l *listener[V]) run(taken *batch[V]) {
 	defer l.s.wg.Done()
 	defer l.s.exit(l)
-	if b == nil {
-		var err error
-		if b, err = newBatch(l); err != nil {
-			l.c.readErrors.Add(1)
-			return
-		}
-		l.active.Store(b)
-	}
-	if taken {
+	if taken != nil {
+		l.cur = taken
 		l.arm()
-		handed := b.deliverRest()
+		handed := taken.deliverRest()
 		if !handed {
 			l.disarm()
 		}
 		if l.s.end(l) || handed {
+			l.done(taken, handed)
 			return
 		}
 	}
 	for {
-		n, err := b.read()
+		b, n, err := l.readBatch()
 		if err != nil {
+			l.release()
 			if l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
@@ -168,14 +182,26 @@ func (l *listener[V]) run(b *batch[V], taken bool) {
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
 			continue
 		}
-		l.s.begin(l)
+		l.begin()
 		l.arm()
 		handed := b.handle(n)
 		if !handed {
 			l.disarm() // a handed-off batch's timer is its helper's
 		}
 		if l.s.end(l) || handed {
+			l.done(b, handed)
 			return
 		}
 	}
+}
+
+// done gives back the batch b of a goroutine of l's that ends: the
+// reader's when the socket closed, or that of a goroutine whose call was
+// handed off (handed), whose listener's reader is now another.
+func (l *listener[V]) done(b *batch[V], handed bool) {
+	if handed {
+		l.s.putBatch(b)
+		return
+	}
+	l.release()
 }

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -15,19 +14,12 @@ import (
 // ReadBatch, which allocates each datagram's sender as a *net.UDPAddr
 // and its IP (two objects per datagram, whose only use here was to be
 // turned into a netip.AddrPort). Its headers, vectors and address buffers
-// are allocated once, for the batch's slots.
+// are allocated once, for the batch's slots, and go with the batch from
+// one kernel socket's reader to another's.
 type receiver struct {
-	rc    syscall.RawConn
 	hdrs  []mmsghdr
 	iovs  []syscall.Iovec
 	names []syscall.RawSockaddrInet6 // room for either family's address
-	// call is the system call that rc.Read runs, made once: a closure
-	// made per read would escape to the heap with what it captures. Its
-	// arguments and results are the fields after it.
-	call  func(fd uintptr) bool
-	want  int
-	got   int
-	errno syscall.Errno
 }
 
 // mmsghdr is Linux's struct mmsghdr; Go pads it as C does on each
@@ -37,37 +29,12 @@ type mmsghdr struct {
 	n   uint32
 }
 
-func newReceiver(conn *net.UDPConn, n int) (*receiver, error) {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
-	}
-	r := &receiver{rc: rc, hdrs: make([]mmsghdr, n), iovs: make([]syscall.Iovec, n), names: make([]syscall.RawSockaddrInet6, n)}
-	r.call = r.recvmmsg
-	return r, nil
+func newReceiver(n int) *receiver {
+	return &receiver{hdrs: make([]mmsghdr, n), iovs: make([]syscall.Iovec, n), names: make([]syscall.RawSockaddrInet6, n)}
 }
 
-// recvmmsg reads up to r.want datagrams into r.hdrs, and reports false
-// when none is queued, so that rc.Read waits for one.
-func (r *receiver) recvmmsg(fd uintptr) bool {
-	for {
-		r1, _, e := syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(r.want), 0, 0, 0)
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		}
-		r.got, r.errno = int(r1), e
-		return true
-	}
-}
-
-// recv reads up to len(ms) datagrams into the buffers and OOB of ms,
-// setting their N, NN and Flags, and each sender in src. It waits, as a
-// read on the socket does, until a datagram arrives, the read deadline
-// passes or the socket closes.
-func (r *receiver) recv(ms []ipv4.Message, src []netip.AddrPort) (int, error) {
+// prepare points the first len(ms) headers at the buffers and OOB of ms.
+func (r *receiver) prepare(ms []ipv4.Message) {
 	for i := range ms {
 		buf, oob := ms[i].Buffers[0], ms[i].OOB
 		r.iovs[i].Base = unsafe.SliceData(buf)
@@ -81,20 +48,75 @@ func (r *receiver) recv(ms []ipv4.Message, src []netip.AddrPort) (int, error) {
 		h.SetControllen(len(oob))
 		h.Flags = 0
 	}
-	r.want, r.got, r.errno = len(ms), 0, 0
-	if err := r.rc.Read(r.call); err != nil {
-		return 0, err
+}
+
+// recvmmsg reads up to want datagrams from fd, which does not block,
+// into the prepared headers.
+func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
+	for {
+		r1, _, e := syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(want), syscall.MSG_DONTWAIT, 0, 0)
+		if e != syscall.EINTR {
+			return int(r1), e
+		}
 	}
-	if r.errno != 0 {
-		return 0, os.NewSyscallError("recvmmsg", r.errno)
-	}
-	n := r.got
+}
+
+// finish sets the N, NN and Flags of the first n of ms, which a read
+// filled, and each sender in src.
+func (r *receiver) finish(ms []ipv4.Message, src []netip.AddrPort, n int) {
 	for i := range n {
 		h := &r.hdrs[i]
 		ms[i].N, ms[i].NN, ms[i].Flags = int(h.n), int(h.hdr.Controllen), int(h.hdr.Flags)
 		src[i] = sockaddrAddrPort(&r.names[i])
 	}
-	return n, nil
+}
+
+// readBatch waits, as a read on the kernel socket does, until a datagram
+// arrives, the read deadline passes or the socket closes, and returns
+// the reader's batch with the datagrams read into its first n messages.
+// An idle reader holds no batch: it waits in rc.Read with a callback
+// (tryRead) that takes one from the server's pool only once the socket
+// is readable, and gives it back when the socket has nothing more.
+func (l *listener[V]) readBatch() (*batch[V], int, error) {
+	l.got, l.errno = 0, 0
+	if err := l.rc.Read(l.readFn); err != nil {
+		return nil, 0, err
+	}
+	b := l.cur
+	if l.errno != 0 {
+		return b, 0, os.NewSyscallError("recvmmsg", l.errno)
+	}
+	b.rx.finish(b.msgs, b.src, l.got)
+	l.window = min(max(2*l.got, minWindow), len(b.msgs))
+	return b, l.got, nil
+}
+
+// initReader makes l's callback for rc.Read, once: one made per read
+// would escape to the heap.
+func (l *listener[V]) initReader() { l.readFn = l.tryRead }
+
+// tryRead is readBatch's call of rc.Read: it reads into the reader's
+// batch, taking one if it has none, and reports false when nothing is
+// queued, so that rc.Read waits for the socket to become readable; the
+// batch goes back to the pool meanwhile. readBatch calls it as l.readFn
+// (initReader).
+func (l *listener[V]) tryRead(fd uintptr) bool {
+	b := l.cur
+	if b == nil {
+		b = l.take()
+	}
+	want := min(l.window, len(b.msgs))
+	b.rx.prepare(b.msgs[:want])
+	n, e := b.rx.recvmmsg(fd, want)
+	if e == syscall.EAGAIN {
+		l.release()
+		return false
+	}
+	l.got, l.errno = n, e
+	if e != 0 {
+		l.got = 0
+	}
+	return true
 }
 
 // sockaddrAddrPort returns the address and port of sa, an AF_INET or

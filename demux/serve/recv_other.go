@@ -5,38 +5,43 @@ package serve
 import (
 	"net"
 	"net/netip"
-
-	"golang.org/x/net/ipv4"
-	"golang.org/x/net/ipv6"
 )
 
-// receiver reads batches through x/net outside Linux, which reads one
-// datagram per system call there anyway.
-type receiver struct {
-	p4 *ipv4.PacketConn
-	p6 *ipv6.PacketConn
-}
+// receiver has nothing outside Linux, where reads go through x/net,
+// which reads one datagram per system call there anyway.
+type receiver struct{}
 
-func newReceiver(conn *net.UDPConn, n int) (*receiver, error) {
-	if conn.LocalAddr().(*net.UDPAddr).IP.To4() != nil {
-		return &receiver{p4: ipv4.NewPacketConn(conn)}, nil
+func newReceiver(int) *receiver { return &receiver{} }
+
+// initReader has nothing to make: ReadBatch reads without a callback.
+func (l *listener[V]) initReader() {}
+
+// readBatch reads the next batch into the reader's batch, which it takes
+// from the pool if it has none, and returns it with the number of
+// datagrams read. Outside Linux the reader keeps its batch while it
+// waits: ReadBatch blocks with the buffers it was given.
+func (l *listener[V]) readBatch() (*batch[V], int, error) {
+	b := l.cur
+	if b == nil {
+		b = l.take()
 	}
-	return &receiver{p6: ipv6.NewPacketConn(conn)}, nil
-}
-
-func (r *receiver) recv(ms []ipv4.Message, src []netip.AddrPort) (int, error) {
+	ms := b.msgs[:min(l.window, len(b.msgs))]
 	var n int
 	var err error
-	if r.p6 != nil {
-		n, err = r.p6.ReadBatch(ms, 0)
+	if l.p6 != nil {
+		n, err = l.p6.ReadBatch(ms, 0)
 	} else {
-		n, err = r.p4.ReadBatch(ms, 0)
+		n, err = l.p4.ReadBatch(ms, 0)
 	}
-	for i := range max(n, 0) {
-		src[i] = netip.AddrPort{}
+	if err != nil {
+		return b, 0, err
+	}
+	for i := range n {
+		b.src[i] = netip.AddrPort{}
 		if ua, ok := ms[i].Addr.(*net.UDPAddr); ok {
-			src[i] = ua.AddrPort()
+			b.src[i] = ua.AddrPort()
 		}
 	}
-	return n, err
+	l.window = min(max(2*n, minWindow), len(b.msgs))
+	return b, n, nil
 }
