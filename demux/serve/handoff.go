@@ -154,7 +154,15 @@ func (h *batch[V]) takeRest(b *batch[V]) {
 // look hands l's reader off if it is in the call it was in at the last
 // look, and looks again a tick later while l's reader handles a batch.
 func (l *listener[V]) look() {
-	if !l.armed.Load() || !l.looking.TryLock() {
+	if !l.armed.Load() {
+		return
+	}
+	if !l.looking.TryLock() {
+		// Another look, or putBatch, holds it. That look may have found
+		// l disarmed before an arm whose tick this is, and not look
+		// again: so look again a tick later, or the batch that armed
+		// would never be looked at.
+		l.watch.Reset(watchTick)
 		return
 	}
 	defer l.looking.Unlock()
