@@ -22,6 +22,7 @@ const (
 	scFlood         scenarioID = "flood"
 	scLoopback      scenarioID = "loopback"
 	scServices      scenarioID = "services"
+	scPortCost      scenarioID = "port-cost"
 	scEverywhere    scenarioID = "everywhere"
 )
 
@@ -56,6 +57,7 @@ var scenarios = []scenario{
 	{scFlood, "Floods: many sockets beside a victim, by device, port, or address bits", (*runner).flood, (*runner).floodGoals},
 	{scLoopback, "Loopback: the 2009 tester on real sockets", (*runner).loopback, (*runner).loopbackGoals},
 	{scServices, "Services: quic-go and miekg/dns on serve.Conns and on kernel sockets", (*runner).services, (*runner).servicesGoals},
+	{scPortCost, "Cost of an idle port in use through demux/serve", (*runner).portCost, (*runner).portCostGoals},
 	// Goals that hold for the figures of every scenario.
 	{scEverywhere, "", nil, (*runner).everywhereGoals},
 }
