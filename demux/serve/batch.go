@@ -136,6 +136,9 @@ const (
 	skip kind = iota
 	unicast
 	multicast
+	// copied is a multicast or broadcast datagram read by a reader
+	// other than its family's first, which delivers its own copy.
+	copied
 )
 
 // newBatch makes a batch for s's readers, with Options.Batch buffers of
@@ -286,14 +289,17 @@ const minWindow = 8
 // batch over (see deliverRest).
 func (b *batch[V]) handle(n int) bool {
 	l := b.l
-	l.c.received.Add(uint64(n))
+	copies := 0
 	b.ds = b.ds[:0]
 	for i := range n {
-		b.kind[i] = b.parse(i)
-		if b.kind[i] == unicast {
+		switch b.kind[i] = b.parse(i); b.kind[i] {
+		case unicast:
 			b.ds = append(b.ds, b.addr[i])
+		case copied:
+			copies++
 		}
 	}
+	l.c.received.Add(uint64(n - copies))
 	if len(b.ds) > 0 {
 		lookupBatch(l.s.t, b.ds, b.out)
 	}
@@ -470,6 +476,9 @@ func (b *batch[V]) parse(i int) kind {
 	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
 	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
+		if l.more {
+			return copied
+		}
 		return multicast
 	}
 	return unicast

@@ -77,6 +77,19 @@
 // families, run concurrently. A handler may use the table (bind, connect,
 // close), since no lock is held while it runs.
 //
+// One reader per port and family uses one core at a time for that port.
+// Options.Readers opens more: the port's kernel sockets of a family then
+// form an SO_REUSEPORT group, each with its reader, and the kernel keeps
+// each flow (the datagram's source and destination addresses and ports)
+// on one of them, so a flow's datagrams are still handled in the order
+// they arrived, while different flows' are handled on several cores. What
+// changes: one table socket's calls for datagrams of different flows may
+// run at once, on different readers, and the order between flows is not
+// kept. Multicast and broadcast datagrams, of which the kernel gives every
+// socket of the group a copy, are delivered by the family's first reader
+// only (TestReadersOneCopyOfBroadcast checks that the running kernel
+// copies them).
+//
 // # Lifecycle
 //
 // A reader reads a batch of datagrams, looks them all up, then calls the
@@ -113,7 +126,8 @@
 // any goroutine's, it ends the program.
 //
 // What a port costs: each port in use has one kernel socket and one
-// reader goroutine per family (two, or one with Options.IPv4Only). The
+// reader goroutine per family (two, or one with Options.IPv4Only), times
+// Options.Readers. The
 // readers' buffers are the server's, shared by all its ports: a reader
 // takes a batch (Options.Batch buffers of Options.MaxDatagram bytes for
 // reads and as many for replies, about 150 KiB with the defaults) when

@@ -22,6 +22,10 @@ import (
 type listener[V any] struct {
 	s    *Server[V]
 	port uint16
+	// more is set on a reader other than its family's first
+	// (Options.Readers): it drops its copies of multicast and broadcast
+	// datagrams, which the first delivers.
+	more bool
 	conn *net.UDPConn
 	p4   *ipv4.PacketConn // one of p4 and p6 is set
 	p6   *ipv6.PacketConn
@@ -88,22 +92,28 @@ func (c *counters) addTo(st *Stats) {
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 
-// listen opens the kernel socket of port for IPv4 or IPv6.
-func (s *Server[V]) listen(port uint16, v6 bool) (*listener[V], error) {
+// listen opens a kernel socket of port for IPv4 or IPv6: the first of its
+// family, or another reader's (Options.Readers) if more.
+func (s *Server[V]) listen(port uint16, v6, more bool) (*listener[V], error) {
 	network, addr := "udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port)
 	if v6 {
 		network, addr = "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port)
 	}
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
-		err := rc.Control(func(fd uintptr) { serr = setSockopts(int(fd), v6, s.opts.ReadBuffer) })
+		err := rc.Control(func(fd uintptr) {
+			serr = setSockopts(int(fd), v6, s.opts.ReadBuffer)
+			if serr == nil && s.opts.Readers > 1 {
+				serr = setReusePort(int(fd))
+			}
+		})
 		return errors.Join(err, serr)
 	}}
 	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
-	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), window: s.opts.Batch, more: more}
 	if l.rc, err = l.conn.SyscallConn(); err != nil {
 		_ = l.conn.Close()
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)

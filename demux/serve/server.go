@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -66,6 +67,21 @@ type Options struct {
 	// bind to an address the host lacks fails with EADDRNOTAVAIL rather
 	// than bind a socket that no datagram can reach.
 	FreeBind bool
+	// Readers is how many kernel sockets, each with its reader goroutine,
+	// serve each port and family; 0 means 1. With more than one, the
+	// port's kernel sockets form an SO_REUSEPORT group, among which the
+	// kernel spreads unicast datagrams by a hash of their addresses and
+	// ports, so that one flow's datagrams keep to one reader, in order,
+	// and the readers of a busy port run on several cores. The kernel
+	// gives each socket of the group a copy of every multicast and
+	// broadcast datagram: the first reader of each family delivers them,
+	// the others drop their copies. Calls for one table socket may then
+	// run at once on different readers, for datagrams of different flows
+	// (with one reader they never do). Each reader costs a kernel socket
+	// and a goroutine per port and family, idle or not, and the group
+	// lets any process of the same user that sets SO_REUSEPORT join the
+	// port and take a share of its datagrams: hence 1 by default.
+	Readers int
 }
 
 // ErrStopped is the error of a bind on a new port after Stop.
@@ -96,8 +112,24 @@ type Server[V any] struct {
 	batches batches[V]  // the readers' buffers
 }
 
-// portSockets are the kernel sockets of one port.
-type portSockets[V any] struct{ v4, v6 *listener[V] }
+// portSockets are the kernel sockets of one port: the first of each
+// family, which sends, joins groups and delivers multicast and broadcast,
+// and the other readers' (Options.Readers), which only read unicast.
+type portSockets[V any] struct {
+	v4, v6 *listener[V]
+	more   []*listener[V]
+}
+
+// all returns the kernel sockets of ps.
+func (ps *portSockets[V]) all() []*listener[V] {
+	ls := make([]*listener[V], 0, 2+len(ps.more))
+	for _, l := range []*listener[V]{ps.v4, ps.v6} {
+		if l != nil {
+			ls = append(ls, l)
+		}
+	}
+	return append(ls, ps.more...)
+}
 
 // New makes a table with cfg and a server for it that calls h for every
 // datagram the table's sockets receive, except those of sockets with a
@@ -109,6 +141,9 @@ type portSockets[V any] struct{ v4, v6 *listener[V] }
 // which then reaches the caller of Bind with the port's kernel sockets
 // and readers gone.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
+	if o.Readers <= 0 {
+		o.Readers = 1
+	}
 	if o.Batch <= 0 {
 		o.Batch = 32
 	}
@@ -201,17 +236,22 @@ func (s *Server[V]) openPort(port uint16) error {
 	ps, fresh := &portSockets[V]{}, &portSockets[V]{}
 	if d != nil {
 		ps.v4, ps.v6 = reuse(d.v4), reuse(d.v6)
+		for _, l := range d.more {
+			if l = reuse(l); l != nil {
+				ps.more = append(ps.more, l)
+			}
+		}
 	}
 	var err error
 	if ps.v4 == nil {
-		if ps.v4, err = s.listen(port, false); err != nil {
+		if ps.v4, err = s.listen(port, false, false); err != nil {
 			s.drainLocked(port, ps)
 			return err
 		}
 		fresh.v4 = ps.v4
 	}
 	if !s.opts.IPv4Only && ps.v6 == nil {
-		ps.v6, err = s.listen(port, true)
+		ps.v6, err = s.listen(port, true, false)
 		switch {
 		case errors.Is(err, syscall.EAFNOSUPPORT):
 			// A kernel without IPv6: serve IPv4 only.
@@ -222,14 +262,33 @@ func (s *Server[V]) openPort(port uint16) error {
 		}
 		fresh.v6 = ps.v6
 	}
-	s.ports[port] = ps
-	for _, l := range []*listener[V]{fresh.v4, fresh.v6} {
-		if l != nil {
-			s.readers[l] = struct{}{}
-			l.goroutines++
-			s.wg.Add(1)
-			go l.run(nil)
+	for _, first := range []*listener[V]{ps.v4, ps.v6} {
+		if first == nil {
+			continue
 		}
+		v6 := first.p6 != nil
+		have := 1
+		for _, l := range ps.more {
+			if (l.p6 != nil) == v6 {
+				have++
+			}
+		}
+		for ; have < s.opts.Readers; have++ {
+			l, err := s.listen(port, v6, true)
+			if err != nil {
+				s.drainLocked(port, ps)
+				return err
+			}
+			ps.more = append(ps.more, l)
+			fresh.more = append(fresh.more, l)
+		}
+	}
+	s.ports[port] = ps
+	for _, l := range fresh.all() {
+		s.readers[l] = struct{}{}
+		l.goroutines++
+		s.wg.Add(1)
+		go l.run(nil)
 	}
 	return nil
 }
@@ -255,10 +314,7 @@ func (s *Server[V]) closePort(port uint16) {
 // It runs under s.mu.
 func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
 	pending := false
-	for _, l := range []*listener[V]{ps.v4, ps.v6} {
-		if l == nil {
-			continue
-		}
+	for _, l := range ps.all() {
 		l.bmu.Lock()
 		if l.busy > 0 {
 			l.closeAfter = true
@@ -303,7 +359,7 @@ func (s *Server[V]) end(l *listener[V]) bool {
 	// The port drained when none of its kernel sockets waits to close.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d := s.draining[l.port]; d != nil && !d.v4.waitsToClose() && !d.v6.waitsToClose() {
+	if d := s.draining[l.port]; d != nil && !slices.ContainsFunc(d.all(), (*listener[V]).waitsToClose) {
 		delete(s.draining, l.port)
 	}
 	return true
@@ -366,10 +422,8 @@ func (s *Server[V]) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for port, ps := range s.ports {
-		for _, l := range []*listener[V]{ps.v4, ps.v6} {
-			if l != nil {
-				_ = l.conn.Close()
-			}
+		for _, l := range ps.all() {
+			_ = l.conn.Close()
 		}
 		delete(s.ports, port)
 	}

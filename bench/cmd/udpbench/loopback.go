@@ -49,6 +49,15 @@ var loopbackRows = []int{512, 128, 32, 8}
 const (
 	lbVsKernel    = "received/s ÷ kernel's"
 	lbLookupShare = "lookup share of receiver CPU"
+	lbTwoReaders  = "received/s, 2 readers ÷ 1"
+	lbTwoCPU      = "CPU per datagram, 2 readers ÷ 1"
+)
+
+// The loopback scenario's receivers.
+const (
+	lbDemux   = "udpdemux"
+	lbKernel  = "kernel"
+	lbDemux2R = "udpdemux, 2 readers"
 )
 
 // lbResult is one receiver's run of one row.
@@ -106,10 +115,10 @@ func (r *runner) loopback() {
 		run, where = th.Do, "the loopback of a network namespace of its own"
 	}
 	r.printf("A sender process sends %d datagrams of %d bytes to each of *nsocks* addresses 127.1.x.y on one port, "+
-		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Two receivers take them in turn: "+
+		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Three receivers take them in turn: "+
 		"**udpdemux** through `demux/serve` (one wildcard kernel socket with the receive buffer of *nsocks* sockets, "+
 		"recvmmsg reads of up to 64 datagrams, each offering twice the last read's count and at least 8, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
-		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks). Each row runs the pair %s, udpdemux first in the first pair and the kernel first in the next, in turn, so "+
+		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks), and **udpdemux, 2 readers** (as udpdemux, with `serve.Options.Readers` 2: two kernel sockets in an SO_REUSEPORT group, each with that buffer and its own reader goroutine). Each row runs the three %s, in the order udpdemux, kernel, 2 readers in the first round and the reverse in the next, in turn, so "+
 		"that a change of the machine's load between pairs touches both alike; each receiver's line shows its run of "+
 		"median received/s, *wrong* counts every run, and the goal compares the median of the pairs' ratios, listed "+
 		"below the table. Drops are datagrams sent but not received "+
@@ -123,19 +132,19 @@ func (r *runner) loopback() {
 		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
 		ndgrams, max(r.c.loopback.payload, 4), senderSockets, where, strategy, times(r.c.runs))
 	var limits []string // what limited each row, from its figures
-	var pairNotes []string
+	var pairNotes, readerNotes []string
 	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
 		"received/s", "CPU/datagram", "lookup share")
-	receivers := []string{"udpdemux", "kernel"}
+	receivers := []string{lbDemux, lbKernel, lbDemux2R}
 	for _, nsocks := range rows {
 		// The receivers run in pairs, one after the other, so that a
 		// change of the machine's load between pairs touches both alike,
 		// in turn first.
 		runs := map[string][]lbResult{}
-		var wrong [2]uint64
-		var rs []float64 // the pairs' ratios, in run order
+		var wrong [3]uint64
+		var rs, rs2, cpu2 []float64 // the rounds' ratios, in run order
 		for pair := range r.c.runs {
-			var dps [2]float64
+			var dps, cpuPer [3]float64
 			for j := range receivers {
 				// Every other pair runs the kernel first, so that what the
 				// first run of a pair pays (a cold sender, a cache the other
@@ -159,9 +168,14 @@ func (r *runner) loopback() {
 				wrong[i] += res.wrong
 				runs[recv] = append(runs[recv], res)
 				dps[i] = res.rate()
+				cpuPer[i] = float64(res.cpu.Nanoseconds()) / float64(max(res.got, 1))
 			}
 			if dps[0] > 0 && dps[1] > 0 {
 				rs = append(rs, dps[0]/dps[1])
+			}
+			if dps[0] > 0 && dps[2] > 0 {
+				rs2 = append(rs2, dps[2]/dps[0])
+				cpu2 = append(cpu2, cpuPer[2]/cpuPer[0])
 			}
 		}
 		for i, recv := range receivers {
@@ -182,7 +196,7 @@ func (r *runner) loopback() {
 			}
 			k.shape, k.m = "", wrongCount
 			r.set(k, float64(wrong[i]))
-			if recv == "udpdemux" && !math.IsNaN(res.lookupNs) {
+			if recv == lbDemux && !math.IsNaN(res.lookupNs) {
 				limits = append(limits, loopbackLimit(nsocks, perDgram, res.lookupNs, res.sendTime, res.elapsed))
 			}
 			tb.add(strconv.Itoa(nsocks), fmtInt(ndgrams), strconv.Itoa(max(r.c.loopback.payload, 4)), recv,
@@ -195,14 +209,33 @@ func (r *runner) loopback() {
 				each = append(each, fmtX(x))
 			}
 			m := median(rs) // sorts rs
-			r.set(key{scen: scLoopback, n: nsocks, target: "udpdemux", shape: lbVsKernel, m: ratioX}, m)
+			r.set(key{scen: scLoopback, n: nsocks, target: lbDemux, shape: lbVsKernel, m: ratioX}, m)
 			pairNotes = append(pairNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(each, ", "), fmtX(m)))
+		}
+		if len(rs2) > 0 {
+			var each []string
+			for i := range rs2 {
+				each = append(each, fmt.Sprintf("%s (CPU/datagram %s)", fmtX(rs2[i]), fmtX(cpu2[i])))
+			}
+			m, mc := median(rs2), median(cpu2)
+			r.set(key{scen: scLoopback, n: nsocks, target: lbDemux2R, shape: lbTwoReaders, m: ratioX}, m)
+			r.set(key{scen: scLoopback, n: nsocks, target: lbDemux2R, shape: lbTwoCPU, m: ratioX}, mc)
+			readerNotes = append(readerNotes, fmt.Sprintf("%d sockets: %s (median %s, CPU/datagram %s)", nsocks,
+				strings.Join(each, ", "), fmtX(m), fmtX(mc)))
 		}
 	}
 	r.printf("%s\n", tb)
 	if len(pairNotes) > 0 {
 		r.printf("udpdemux's received/s over the kernel's, pair by pair:\n\n")
 		for _, n := range pairNotes {
+			r.printf("- %s\n", n)
+		}
+		r.printf("\n")
+	}
+	if len(readerNotes) > 0 {
+		r.printf("udpdemux with 2 readers (`serve.Options.Readers`: two kernel sockets in an SO_REUSEPORT group, " +
+			"each read by its own goroutine) over udpdemux with 1, round by round, received/s (and CPU per datagram):\n\n")
+		for _, n := range readerNotes {
 			r.printf("- %s\n", n)
 		}
 		r.printf("\n")
@@ -236,14 +269,16 @@ func loopbackLimit(nsocks int, cpuPerDgram, lookupNs float64, send, recv time.Du
 
 func (r *runner) loopbackGoals() []goal {
 	top := loopbackRows[0]
-	k := key{scen: scLoopback, n: top, target: "udpdemux", m: ratioX}
+	k := key{scen: scLoopback, n: top, target: lbDemux, m: ratioX}
 	k.shape = lbVsKernel
 	vs := r.val(k)
 	k.shape = lbLookupShare
 	share := r.val(k)
-	var wrong []place
+	var wrong, rows []place
 	for _, n := range loopbackRows {
-		for _, recv := range []string{"udpdemux", "kernel"} {
+		rows = append(rows, place{fmt.Sprintf("%d sockets", n),
+			r.val(key{scen: scLoopback, n: n, target: lbDemux, shape: lbVsKernel, m: ratioX})})
+		for _, recv := range []string{lbDemux, lbKernel, lbDemux2R} {
 			wrong = append(wrong, place{fmt.Sprintf("%d sockets, %s", n, recv),
 				r.val(key{scen: scLoopback, n: n, target: recv, m: wrongCount})})
 		}
@@ -255,7 +290,11 @@ func (r *runner) loopbackGoals() []goal {
 			[]place{{"", vs}}, false, 1, fmtX),
 		limit(fmt.Sprintf("Loopback, %d sockets: the table's lookups under 5 %% of the receiver's CPU time", top),
 			[]place{{"", share}}, true, 0.05, pct),
-		limit("Loopback: no datagram delivered to the wrong socket (every row, both receivers)", wrong, true, 0, count),
+		limit("Loopback: no datagram delivered to the wrong socket (every row, every receiver)", wrong, true, 0, count),
+		limit("Loopback, every row: udpdemux through the adapter receives at least as many datagrams per second as the kernel",
+			rows, false, 1, fmtX),
+		limit(fmt.Sprintf("Loopback, %d sockets: udpdemux with 2 readers receives at least 1.8× the datagrams per second of 1 reader", top),
+			[]place{{"", r.val(key{scen: scLoopback, n: top, target: lbDemux2R, shape: lbTwoReaders, m: ratioX})}}, false, 1.8, fmtX),
 	}
 }
 
@@ -276,9 +315,12 @@ func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strat
 		return res, err
 	}
 	var rc receiver
-	if recv == "udpdemux" {
-		rc, err = newDemuxReceiver(nsocks, port, strategy)
-	} else {
+	switch recv {
+	case lbDemux:
+		rc, err = newDemuxReceiver(nsocks, port, strategy, 1)
+	case lbDemux2R:
+		rc, err = newDemuxReceiver(nsocks, port, strategy, 2)
+	default:
 		rc, err = newKernelReceiver(nsocks, port)
 	}
 	if err != nil {

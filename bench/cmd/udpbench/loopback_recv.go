@@ -33,22 +33,23 @@ type receiver interface {
 	stop()
 }
 
-// demuxReceiver receives through the adapter: one kernel socket, a table
-// with nsocks sockets. The kernel socket's receive buffer is as large as
-// those of the kernel receiver's nsocks sockets together.
+// demuxReceiver receives through the adapter: one kernel socket per
+// reader, a table with nsocks sockets. Each kernel socket's receive
+// buffer is as large as those of the kernel receiver's nsocks sockets
+// together.
 type demuxReceiver struct {
 	srv      *serve.Server[int]
 	got, bad atomic.Uint64
 }
 
-func newDemuxReceiver(nsocks, port int, strategy demux.Strategy) (*demuxReceiver, error) {
+func newDemuxReceiver(nsocks, port int, strategy demux.Strategy, readers int) (*demuxReceiver, error) {
 	d := &demuxReceiver{}
 	srv, err := serve.New[int](demux.Config{Strategy: strategy}, func(r *serve.Request[int]) {
 		if len(r.Payload) < 4 || int(binary.BigEndian.Uint32(r.Payload)) != r.Value {
 			d.bad.Add(1)
 		}
 		d.got.Add(1)
-	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: nsocks * rmemDefault()})
+	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: nsocks * rmemDefault(), Readers: readers})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,221 @@
+package serve
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/udpdemux/udpdemux/demux"
+)
+
+// readersWait bounds every wait of the readers' tests.
+const readersWait = 10 * time.Second
+
+// portListeners returns the kernel sockets serving port.
+func portListeners[V any](s *Server[V], port uint16) []*listener[V] {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ps := s.ports[port]; ps != nil {
+		return ps.all()
+	}
+	return nil
+}
+
+// TestReadersSpreadFlows: with Options.Readers 2, the kernel spreads a
+// port's flows over two kernel sockets, each read by its own goroutine;
+// every datagram still reaches the table socket it was sent to, and each
+// flow's datagrams reach it in the order they were sent.
+func TestReadersSpreadFlows(t *testing.T) {
+	const (
+		addrs   = 4
+		clients = 32
+		each    = 40 // datagrams per client and address
+	)
+	type flow struct {
+		sock   string
+		client netip.AddrPort
+	}
+	var (
+		mu    sync.Mutex
+		seqs  = map[flow][]int{}
+		wrong []string
+	)
+	s, err := New[string](demux.Config{}, func(r *Request[string]) {
+		f := strings.Split(string(r.Payload), "|")
+		var seq int
+		_, _ = fmt.Sscan(f[1], &seq)
+		mu.Lock()
+		defer mu.Unlock()
+		if f[0] != r.Value {
+			wrong = append(wrong, fmt.Sprintf("%s got %q", r.Value, r.Payload))
+		}
+		k := flow{r.Value, r.Src}
+		seqs[k] = append(seqs[k], seq)
+	}, Options{IPv4Only: true, Readers: 2, ReadBuffer: 8 << 20})
+	require.NoError(t, err)
+	defer s.Close()
+
+	var port uint16
+	var dsts []netip.AddrPort
+	for i := range addrs {
+		a := netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)})
+		sk, err := s.Table().Bind(demux.Options{Addr: a, Port: port}, a.String())
+		require.NoError(t, err)
+		port = sk.Options().Port
+		dsts = append(dsts, sk.LocalAddr())
+	}
+	ls := portListeners(s, port)
+	require.Len(t, ls, 2, "kernel sockets of the port")
+
+	for range clients {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		require.NoError(t, err)
+		defer c.Close()
+		for seq := range each {
+			for _, d := range dsts {
+				_, err := c.WriteToUDPAddrPort(fmt.Appendf(nil, "%s|%d", d.Addr(), seq), d)
+				require.NoError(t, err)
+			}
+		}
+	}
+	total := uint64(addrs * clients * each)
+	require.Eventually(t, func() bool { return s.Stats().Delivered >= total }, readersWait, time.Millisecond,
+		"delivered %d of %d (kernel drops %d)", s.Stats().Delivered, total, s.Stats().KernelDrops)
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Empty(t, wrong, "datagrams at a socket they were not sent to")
+	assert.Len(t, seqs, addrs*clients, "flows")
+	for f, got := range seqs {
+		want := make([]int, each)
+		for i := range want {
+			want[i] = i
+		}
+		assert.Equal(t, want, got, "the order of flow %v", f)
+	}
+	for i, l := range ls {
+		assert.NotZero(t, l.c.received.Load(), "datagrams read by reader %d", i)
+	}
+}
+
+// TestReadersOneCopyOfBroadcast: the kernel gives every socket of an
+// SO_REUSEPORT group a copy of a broadcast or multicast datagram; with
+// Options.Readers 2, each table socket still receives it once.
+func TestReadersOneCopyOfBroadcast(t *testing.T) {
+	const sent = 20
+	var (
+		mu  sync.Mutex
+		got = map[string]int{}
+	)
+	s, err := New[string](demux.Config{}, func(r *Request[string]) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.Value]++
+	}, Options{IPv4Only: true, Readers: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	a, err := s.Table().Bind(demux.Options{Addr: netip.IPv4Unspecified(), ReuseAddr: true}, "a")
+	require.NoError(t, err)
+	port := a.Options().Port
+	_, err = s.Table().Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: port, ReuseAddr: true}, "b")
+	require.NoError(t, err)
+	ls := portListeners(s, port)
+	require.Len(t, ls, 2, "kernel sockets of the port")
+
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	var serr error
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+	}))
+	require.NoError(t, serr)
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.255.255.255"), port)
+	for range sent {
+		_, err := c.WriteToUDPAddrPort([]byte("b"), dst)
+		require.NoError(t, err)
+	}
+	// Both kernel sockets hold a copy of each: done once both are
+	// drained and their readers between batches.
+	require.Eventually(t, func() bool {
+		for _, l := range ls {
+			if queued(t, l) != 0 {
+				return false
+			}
+			l.bmu.Lock()
+			busy := l.busy
+			l.bmu.Unlock()
+			if busy != 0 {
+				return false
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return got["a"] >= sent && got["b"] >= sent
+	}, readersWait, time.Millisecond, "broadcasts delivered")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"a": sent, "b": sent}, got, "copies per table socket")
+	assert.Equal(t, uint64(sent), s.Stats().Received, "datagrams counted as received")
+}
+
+// queued returns the bytes waiting in l's kernel socket.
+func queued[V any](t *testing.T, l *listener[V]) int {
+	var n int
+	var qerr error
+	err := l.rc.Control(func(fd uintptr) { n, qerr = unix.IoctlGetInt(int(fd), unix.SIOCINQ) })
+	if err != nil || qerr != nil {
+		return 0 // closed: nothing waits
+	}
+	return n
+}
+
+// TestReadersCloseWithPort: the readers of a port close with its last
+// table socket, leaving no file descriptor or goroutine, and the port
+// binds again.
+func TestReadersCloseWithPort(t *testing.T) {
+	s, err := New[string](demux.Config{}, func(*Request[string]) {}, Options{Readers: 3})
+	require.NoError(t, err)
+	defer s.Close()
+	fds, gs := openFDCount(t), runtime.NumGoroutine()
+	sk, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2")}, "a")
+	require.NoError(t, err)
+	port := sk.Options().Port
+	ls := portListeners(s, port)
+	require.GreaterOrEqual(t, len(ls), 3, "kernel sockets: 3 per family")
+	assert.Equal(t, fds+len(ls), openFDCount(t))
+
+	require.NoError(t, sk.Close())
+	// Polled here, not in assert.Eventually, whose own goroutines count.
+	for deadline := time.Now().Add(readersWait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if runtime.NumGoroutine() <= gs && openFDCount(t) == fds {
+			break
+		}
+	}
+	assert.Equal(t, gs, runtime.NumGoroutine(), "goroutines")
+	assert.Equal(t, fds, openFDCount(t), "descriptors")
+	assert.Zero(t, s.Stats().Ports)
+	_, err = s.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port}, "again")
+	require.NoError(t, err)
+	assert.Len(t, portListeners(s, port), len(ls))
+}
+
+// openFDCount counts the process's open file descriptors.
+func openFDCount(t *testing.T) int {
+	es, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(es)
+}

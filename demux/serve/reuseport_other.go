@@ -1,0 +1,11 @@
+//go:build !linux
+
+package serve
+
+import "errors"
+
+// setReusePort fails outside Linux, whose SO_REUSEPORT is the one that
+// spreads datagrams over a group's sockets by flow.
+func setReusePort(fd int) error {
+	return errors.New("serve: Options.Readers above 1 needs Linux")
+}
