@@ -42,7 +42,8 @@ func setSockopts(fd int, v6 bool, rcvbuf int) error {
 // earlier socket's SO_REUSEADDR when a later one binds, so from then on
 // no socket binds the port on an address that the wildcard kernel socket
 // covers: not another server's kernel socket, which would take the
-// port's datagrams from this one, nor another program's.
+// port's datagrams from this one, nor another program's. (A socket with
+// SO_REUSEADDR that binds between the bind and the clear binds beside it.)
 func claimPort(fd int) error {
 	return syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 0)
 }
