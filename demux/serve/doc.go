@@ -19,10 +19,39 @@
 // only, so both can exist) and starts a reader for each, then calls the
 // caller's Config.OnPort, if any. If either fails, the bind fails with that
 // error (for example EADDRINUSE when another program on the host holds the
-// port; bind(0) then fails too, and the caller may retry) and the kernel
-// sockets are closed again. When the table's last socket on a port is
-// closed, the kernel sockets of that port are closed (see Lifecycle for
-// when), then the caller's hook is told.
+// port, as below; bind(0) then fails too, and the caller may retry) and
+// the kernel sockets are closed again. When the table's last socket on a
+// port is closed, the kernel sockets of that port are closed (see
+// Lifecycle for when), then the caller's hook is told.
+//
+// Sharing a port with other programs: on Linux the kernel sockets bind
+// with SO_REUSEADDR, which they clear once bound. So a table bind on a
+// port where another program already holds an address with SO_REUSEADDR
+// works, as two programs would share it on Linux: beside systemd-resolved
+// on 127.0.0.53:53, a table socket on 127.0.0.2:53 binds and receives,
+// and the other program still receives what is sent to its own address
+// (Linux gives it to the more specific socket; TestShareWithOtherProgram
+// runs the other program in a second process). What the wildcard kernel
+// sockets cannot do as Linux does:
+//   - Another program that holds an address of the port without
+//     SO_REUSEADDR blocks the whole port for the table (EADDRINUSE), where
+//     Linux would let a socket on another specific address bind. That
+//     needs kernel sockets on the table's specific addresses, which serve
+//     does not open.
+//   - Once the server serves a port, no other socket binds it on the host,
+//     not even with SO_REUSEADDR on both sides or on another specific
+//     address, where Linux would let it bind beside the table's sockets.
+//     That is what keeps a second server (in this process or another)
+//     from binding the same port and taking its datagrams.
+//   - The table does not see the other program's socket, so it does not
+//     check its own binds against it: when the port first comes into use
+//     beside such a program, a wildcard table socket without ReuseAddr
+//     binds, where Linux would refuse it; and a table socket on the very
+//     address the other program holds binds but receives nothing, since
+//     the kernel gives those datagrams to the other program's socket.
+//
+// Outside Linux the kernel sockets set no SO_REUSEADDR: the port must be
+// free.
 //
 // As Linux does for a socket without IP_FREEBIND, a bind to an address
 // that the host does not have fails with EADDRNOTAVAIL: unless the caller

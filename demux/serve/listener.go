@@ -118,6 +118,14 @@ func (s *Server[V]) listen(port uint16, v6, more bool) (*listener[V], error) {
 		_ = l.conn.Close()
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
+	var serr error
+	if err = l.rc.Control(func(fd uintptr) { serr = claimPort(int(fd)) }); err == nil {
+		err = serr
+	}
+	if err != nil {
+		_ = l.conn.Close()
+		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+	}
 	l.initReader()
 	if v6 {
 		l.p6 = ipv6.NewPacketConn(l.conn)

@@ -7,6 +7,10 @@ package serve
 // KernelDrops stays 0 elsewhere (as does ReadBuffer's effect).
 func setSockopts(fd int, v6 bool, rcvbuf int) error { return nil }
 
+// claimPort does nothing outside Linux, where setSockopts set no
+// SO_REUSEADDR to clear.
+func claimPort(fd int) error { return nil }
+
 var oobSpace = 0
 
 const msgTrunc = 0x20 // MSG_TRUNC on Linux and the BSDs
