@@ -205,7 +205,7 @@ func TestReadersCloseWithPort(t *testing.T) {
 			break
 		}
 	}
-	assert.Equal(t, gs, runtime.NumGoroutine(), "goroutines")
+	assert.LessOrEqual(t, runtime.NumGoroutine(), gs, "goroutines")
 	assert.Equal(t, fds, openFDCount(t), "descriptors")
 	assert.Zero(t, s.Stats().Ports)
 	_, err = s.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port}, "again")
