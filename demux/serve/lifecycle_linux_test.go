@@ -104,7 +104,8 @@ func TestClosedDuringBatchReceivesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const later = 6
 			hold, release := make(chan struct{}), make(chan struct{})
-			var victim *demux.Socket[string]
+			// Read by handlers on goroutines that a hand-off starts.
+			var victim atomic.Pointer[demux.Socket[string]]
 			var mu sync.Mutex
 			var after []string // datagrams the closed socket got
 			srv, err := serve.New[string](demux.Config{}, func(r *serve.Request[string]) {
@@ -113,8 +114,8 @@ func TestClosedDuringBatchReceivesNothing(t *testing.T) {
 					close(hold)
 					<-release
 				case p == "close":
-					require.NoError(t, victim.Close())
-				case r.Socket == victim:
+					require.NoError(t, victim.Load().Close())
+				case r.Socket == victim.Load():
 					mu.Lock()
 					after = append(after, p)
 					mu.Unlock()
@@ -124,11 +125,17 @@ func TestClosedDuringBatchReceivesNothing(t *testing.T) {
 			defer srv.Close()
 			keeper := boundPort(t, srv, "127.0.0.1", "keeper")
 			port := keeper.LocalAddr().Port()
-			victim, err = srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port}, "victim")
+			v, err := srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.2"), Port: port}, "victim")
+			require.NoError(t, err)
+			victim.Store(v)
+			// "close" goes to a socket of its own: were it the held
+			// socket's, it would wait for the held call, while the
+			// reader that the hand-off starts delivered the late ones.
+			_, err = srv.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.3"), Port: port}, "closer")
 			require.NoError(t, err)
 			var conned atomic.Int32
 			if tc.conn {
-				c, err := srv.SocketConn(victim)
+				c, err := srv.SocketConn(v)
 				require.NoError(t, err)
 				go func() {
 					buf := make([]byte, 64)
@@ -146,16 +153,18 @@ func TestClosedDuringBatchReceivesNothing(t *testing.T) {
 				require.NoError(t, err)
 			}
 			// The reader blocks in the first handler; meanwhile the
-			// rest queue up in the kernel and make its next batch.
+			// rest queue up in the kernel and make the next batch, which
+			// the reader that the hand-off of the held call starts reads
+			// (or the reader itself, after the release).
+			before := srv.Stats()
 			send("127.0.0.1", "hold")
 			<-hold
-			send("127.0.0.1", "close")
+			send("127.0.0.3", "close")
 			for i := range later {
 				send("127.0.0.2", fmt.Sprint("late", i))
 			}
-			before := srv.Stats()
 			close(release)
-			waitFor(t, func() bool { return srv.Stats().Received == before.Received+1+later }, "the batch is read")
+			waitFor(t, func() bool { return srv.Stats().Received == before.Received+2+later }, "the batch is read")
 			waitFor(t, func() bool { return srv.Stats().Unmatched == before.Unmatched+later }, "its late datagrams are unmatched")
 			time.Sleep(20 * time.Millisecond) // a Conn's read would have returned by now
 			mu.Lock()
@@ -199,6 +208,11 @@ func TestStaleRequestRefused(t *testing.T) {
 			case <-time.After(readTimeout):
 				t.Fatal("the handler did not run")
 			}
+			// The handler sent stale before it returned: a reply to
+			// another datagram, which the reader handles after that
+			// call, says that the call is over.
+			got, _ := ask(t, b, dst, "sync")
+			require.Equal(t, "ok:sync", got)
 			secret := []byte("secret for A")
 
 			stop := make(chan struct{})
@@ -234,7 +248,7 @@ func TestStaleRequestRefused(t *testing.T) {
 			require.NoError(t, a.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
 			n, _, err := a.ReadFromUDPAddrPort(make([]byte, 64))
 			require.Error(t, err, "the first client got %d bytes", n)
-			waitFor(t, func() bool { return srv.Stats().Replies == 20 }, "20 replies counted")
+			waitFor(t, func() bool { return srv.Stats().Replies == 21 }, "21 replies counted")
 			assert.Zero(t, srv.Stats().ReplyErrors)
 		})
 	}
