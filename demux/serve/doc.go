@@ -89,14 +89,15 @@
 // handle each batch in arrival order. Calls for one socket's datagrams
 // come one at a time, in arrival order, and its replies leave in that
 // order. A slow handler holds up only its own socket: a reader that
-// stays in one handler call for a unicast datagram for between 1 and 2
-// ms (a timer looks at it every millisecond while it handles a batch)
-// hands the rest of its batch and the kernel socket to a new reader
-// goroutine, which sets the slow socket's datagrams aside for the slow
-// call's goroutine to handle after it, and serves the other sockets
-// meanwhile. So another socket's datagram waits at most about 2 ms, plus
-// scheduling, for a slow call on its port (TestSlowHandlerKeepsToItsSocket:
-// a 300 ms call added 2.6 to 3.2 ms). Calls for different sockets of one
+// stays in one handler call for a unicast datagram for between 250 and
+// 500 µs (one watcher goroutine per server looks at the readers that are
+// handling a batch every 250 µs, and only while some are) hands the rest
+// of its batch and the kernel socket to a new reader goroutine, which
+// sets the slow socket's datagrams aside for the slow call's goroutine to
+// handle after it, and serves the other sockets meanwhile. So another
+// socket's datagram waits at most about half a millisecond, plus the
+// scheduling of the new reader, for a slow call on its port (the
+// runner's slow-handler scenario measures what it adds). Calls for different sockets of one
 // port and family may therefore run concurrently (before the hand-off,
 // all of them were serial): what is serial is the calls of one socket. At
 // most 32 calls of a kernel socket's are handed off at a time, each

@@ -9,11 +9,12 @@ import (
 
 // A kernel socket has one reader goroutine, which reads a batch and runs
 // the handlers of its datagrams one after the other. So that a slow
-// handler holds up only its own socket's datagrams, a timer looks at the
-// reader every watchTick while it handles a batch (it is armed when a
-// batch starts and stopped when it ends, so that an idle or quick reader
-// costs no wake-ups); a reader found in the same unicast handler call at
-// two looks in a row is handed off: a new reader
+// handler holds up only its own socket's datagrams, the server's watcher
+// looks at the reader every watchTick while it handles a batch (the
+// reader arms itself when a batch starts and disarms when it ends, and
+// the watcher ticks only while some reader is armed, so that an idle
+// server costs no wake-ups); a reader found in the same unicast handler
+// call at two looks in a row is handed off: a new reader
 // (the helper) takes over the rest of its batch and the kernel socket,
 // while the old goroutine finishes the slow call. Until it has, the
 // socket of that call is stuck: the readers set its datagrams aside for
@@ -21,6 +22,11 @@ import (
 // order, sends its replies, and ends. One socket's calls thus stay one at
 // a time and in arrival order, and its replies in order, while other
 // sockets wait at most about two ticks for a slow call.
+//
+// The ticks are the watcher's own (watcher.go, ticker_linux.go) rather than
+// a runtime timer per reader: when every goroutine sleeps, as in a slow
+// handler that waits, the runtime's timers fire a millisecond late or
+// more, which would make the wait of the other sockets twice that.
 //
 // Calls for multicast datagrams are not handed off, since the table's
 // iteration over the receivers is in progress in the slow call's
@@ -34,8 +40,9 @@ const (
 )
 
 // watchTick is how often a reader handling a batch is looked at; a call
-// is handed off between one and two ticks after it started.
-const watchTick = time.Millisecond
+// is handed off between one and two ticks after it started. While some
+// reader of the server handles a batch, the watcher wakes this often.
+const watchTick = 250 * time.Microsecond
 
 // maxHandedOff is the most calls of one kernel socket's that are handed
 // off at a time. Each has a goroutine and a batch's buffers until it
@@ -49,24 +56,29 @@ func (l *listener[V]) arm() {
 	if l.s.h == nil {
 		return // no handler calls to hand off
 	}
-	if l.watch == nil {
-		// Due far off, so that the field is set before any look reads
-		// it; the Reset below makes it due.
-		l.watch = time.AfterFunc(time.Hour, l.look)
+	l.armed.Store(true) // before the registered flag is read: see watcher.keep
+	if !l.registered.Load() {
+		if w := l.s.watching(); w != nil {
+			w.add(l)
+		}
 	}
-	l.armed.Store(true) // before the Reset, so that its look goes on looking
-	l.watch.Reset(watchTick)
+}
+
+// watching returns s's watcher, made on first use; nil if it cannot be
+// made (no descriptor left for its ticker): the next arm tries again, and
+// meanwhile slow calls are not handed off.
+func (s *Server[V]) watching() *watcher[V] {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.watcher == nil {
+		s.watcher, _ = newWatcher[V]()
+	}
+	return s.watcher
 }
 
 // disarm stops looking at l's reader, whose batch ended. A look already
-// under way may still run, once.
-func (l *listener[V]) disarm() {
-	if l.watch == nil {
-		return
-	}
-	l.armed.Store(false)
-	l.watch.Stop()
-}
+// under way may still run, once; the next tick forgets l.
+func (l *listener[V]) disarm() { l.armed.Store(false) }
 
 // deferTo sets datagram i of b aside for the goroutine whose call on s
 // was handed off, if s has one, and reports whether it did.
@@ -152,24 +164,18 @@ func (h *batch[V]) takeRest(b *batch[V]) {
 }
 
 // look hands l's reader off if it is in the call it was in at the last
-// look, and looks again a tick later while l's reader handles a batch.
+// look. The watcher calls it every tick while l is armed.
 func (l *listener[V]) look() {
 	if !l.armed.Load() {
 		return
 	}
 	if !l.looking.TryLock() {
-		// Another look, or putBatch, holds it. That look may have found
-		// l disarmed before an arm whose tick this is, and not look
-		// again: so look again a tick later, or the batch that armed
-		// would never be looked at.
-		l.watch.Reset(watchTick)
+		// putBatch holds it, or a look that a test runs: the next tick
+		// looks again, since l stays registered while armed.
 		return
 	}
 	defer l.looking.Unlock()
 	l.s.lookAt(l)
-	if l.armed.Load() {
-		l.watch.Reset(watchTick)
-	}
 }
 
 // lookAt is look's work, under l.looking.

@@ -51,14 +51,14 @@ type listener[V any] struct {
 	window int
 	got    int
 	errno  syscall.Errno
-	// active is the batch of l's reader, nil while it has none; watch is
-	// the timer that looks at it while it handles a batch, armed is set
-	// while it should (handoff.go), and looking keeps two looks from
-	// overlapping.
-	active  atomic.Pointer[batch[V]]
-	watch   *time.Timer
-	armed   atomic.Bool
-	looking sync.Mutex
+	// active is the batch of l's reader, nil while it has none; armed is
+	// set while the watcher should look at it (handoff.go), registered
+	// while the watcher holds it (watcher.go), and looking keeps two
+	// looks from overlapping.
+	active     atomic.Pointer[batch[V]]
+	armed      atomic.Bool
+	registered atomic.Bool
+	looking    sync.Mutex
 	// stuck are the sockets whose handler calls were handed off, with
 	// the batch of each call's goroutine; nstuck is len(stuck), read
 	// without mu. Both under mu.

@@ -1,6 +1,9 @@
 package serve
 
 import (
+	"net"
+	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 
@@ -10,10 +13,9 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// TestLookWhileLooking: a tick that fires while an earlier look (or
-// putBatch) still holds the listener's look lock is not lost. The earlier
-// look may have found the listener disarmed, just before the arm whose
-// tick this is, and so not look again; if the tick gave up, the batch
+// TestLookWhileLooking: a tick that finds the listener's look lock held
+// (by putBatch, or here by the test) does not lose the listener: while it
+// is armed, a later tick looks at it. If the watcher dropped it, the batch
 // that armed would never be looked at, and a slow call in it would hold
 // up every other socket of the port until it returned.
 func TestLookWhileLooking(t *testing.T) {
@@ -40,4 +42,38 @@ func TestLookWhileLooking(t *testing.T) {
 	l.looking.Lock() // waits for a look under way
 	l.looking.Unlock()
 	assert.Equal(t, inCall, b.state.Load())
+}
+
+// TestWatcherSleepsWhenIdle: the watcher ticks while a reader handles a
+// batch and stops once none does, so that an idle server has no
+// wake-ups; Close ends its goroutine.
+func TestWatcherSleepsWhenIdle(t *testing.T) {
+	gs := runtime.NumGoroutine()
+	handled := make(chan struct{}, 1)
+	s, err := New[int](demux.Config{}, func(*Request[int]) { handled <- struct{}{} }, Options{IPv4Only: true})
+	require.NoError(t, err)
+	sk, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr("127.0.0.1")}, 0)
+	require.NoError(t, err)
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.WriteToUDPAddrPort([]byte("x"), sk.LocalAddr())
+	require.NoError(t, err)
+	select {
+	case <-handled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not called")
+	}
+	w := s.watching()
+	on := func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.on
+	}
+	require.Eventually(t, func() bool { return !on() }, 5*time.Second, watchTick, "the ticker still runs with no batch in progress")
+	require.NoError(t, s.Close())
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > gs && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), gs, "goroutines after Close")
 }

@@ -109,6 +109,11 @@ type Server[V any] struct {
 
 	conns   conns[V]
 	icmp    *icmpSender // nil unless Options.PortUnreachable
+	// watcher looks at the readers in a handler call: made at the first
+	// batch that a handler handles (so that a server with no port in use
+	// holds no descriptor or goroutine), ended by Stop; under wmu.
+	wmu     sync.Mutex
+	watcher *watcher[V]
 	batches batches[V]  // the readers' buffers
 }
 
@@ -413,6 +418,11 @@ func (s *Server[V]) Stop() error {
 		_ = l.conn.SetReadDeadline(time.Unix(1, 0)) // wakes a blocked read
 	}
 	s.wg.Wait()
+	s.wmu.Lock()
+	if s.watcher != nil {
+		s.watcher.close() // no reader arms any more
+	}
+	s.wmu.Unlock()
 	// Only now, so that no reader finds a socket of a Conn that the
 	// server forgot, and hands its datagram to the handler.
 	s.conns.mu.Lock()

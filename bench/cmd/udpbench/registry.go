@@ -23,6 +23,7 @@ const (
 	scLoopback      scenarioID = "loopback"
 	scServices      scenarioID = "services"
 	scPortCost      scenarioID = "port-cost"
+	scSlowHandler   scenarioID = "slow-handler"
 	scEverywhere    scenarioID = "everywhere"
 )
 
@@ -58,6 +59,7 @@ var scenarios = []scenario{
 	{scLoopback, "Loopback: the 2009 tester on real sockets", (*runner).loopback, (*runner).loopbackGoals},
 	{scServices, "Services: quic-go and miekg/dns on serve.Conns and on kernel sockets", (*runner).services, (*runner).servicesGoals},
 	{scPortCost, "Cost of an idle port in use through demux/serve", (*runner).portCost, (*runner).portCostGoals},
+	{scSlowHandler, "A slow handler beside a quick one on the same port (demux/serve)", (*runner).slowHandler, (*runner).slowHandlerGoals},
 	// Goals that hold for the figures of every scenario.
 	{scEverywhere, "", nil, (*runner).everywhereGoals},
 }
