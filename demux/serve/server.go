@@ -107,14 +107,14 @@ type Server[V any] struct {
 	stopped  bool
 	wg       sync.WaitGroup // the readers
 
-	conns   conns[V]
-	icmp    *icmpSender // nil unless Options.PortUnreachable
+	conns conns[V]
+	icmp  *icmpSender // nil unless Options.PortUnreachable
 	// watcher looks at the readers in a handler call: made at the first
 	// batch that a handler handles (so that a server with no port in use
 	// holds no descriptor or goroutine), ended by Stop; under wmu.
 	wmu     sync.Mutex
 	watcher *watcher[V]
-	batches batches[V]  // the readers' buffers
+	batches batches[V] // the readers' buffers
 }
 
 // portSockets are the kernel sockets of one port: the first of each
