@@ -114,7 +114,7 @@ type Port struct {
 }
 
 // Engine is the growing storage. Its methods that take a *Port expect it
-// locked, as LockBind and LockPort return it.
+// locked, as LockPort and Ephemeral return it.
 type Engine struct {
 	pages [256]atomic.Pointer[[256]portSlot]
 	ports *rhash.Map[uint16, *Port]
