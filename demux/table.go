@@ -191,9 +191,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 		}
 		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
-		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ)
-		ports := &grow.Ports{Occ: &t.occ, Rand: rnd}
-		t.w = &writes[V, *grow.Port, growing]{t: t, e: growing{t.g, ports}}
+		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ, rnd)
+		t.w = &writes[V, *grow.Port, *grow.Engine]{t: t, e: t.g}
 		return t, nil
 	}
 	h1, err := hash1.New(cfg.Slots)

@@ -35,7 +35,7 @@ func TestDevicesAreKeys(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, 8))
-			g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{})
+			g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
 			l, err := ipv6.Bind(tc.addr, false, 0, nil)
 			require.NoError(t, err)
 			entry := func(seq int, dev int32) *sock.Entry {

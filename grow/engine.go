@@ -131,6 +131,7 @@ type Engine struct {
 	flowSeed         uint64
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
+	rand             *bind.Rand // bind(0)'s
 
 	// entries is written by every bind and close: a cache line away from
 	// what lookups read, as bhash.Map's count is. Beside a writer on
@@ -143,9 +144,9 @@ type Engine struct {
 // New returns an empty engine. seeds must be random and secret: they keep
 // outsiders from aiming keys at one slot. threshold is the hybrid rule's
 // (AlwaysScan, AlwaysIndex for the other strategies); flowSeed seeds the
-// SO_REUSEPORT flow hash.
-// occ is the occupancy index the engine keeps for bind(0).
-func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
+// SO_REUSEPORT flow hash. occ is the occupancy index the engine keeps for
+// bind(0), which draws from rand.
+func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, rand *bind.Rand) *Engine {
 	g := &Engine{
 		ports:      rhash.New(func(pr **Port, p uint16) bool { return (*pr).port == p }),
 		seed:       seeds[0],
@@ -156,6 +157,7 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 		summaryMin: hybridSummaryMin,
 		flowSeed:   flowSeed,
 		occ:        occ,
+		rand:       rand,
 	}
 	if threshold == AlwaysScan || threshold == AlwaysIndex {
 		g.summaryMin = threshold
