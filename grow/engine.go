@@ -148,7 +148,7 @@ type Engine struct {
 // bind(0), which draws from rand.
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, rand *bind.Rand) *Engine {
 	g := &Engine{
-		ports:      rhash.New(func(pr **Port, p uint16) bool { return (*pr).port == p }),
+		ports:      rhash.New(func(rec **Port, p uint16) bool { return (*rec).port == p }),
 		seed:       seeds[0],
 		mulP:       seeds[1] | 1,
 		mulA:       seeds[2] | 1,
