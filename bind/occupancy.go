@@ -211,7 +211,7 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 // whether some port of the range holds no socket that blocks n outright,
 // from the range's counts.
 func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
-	size := int32(o.Range.Size())
+	size := int32(o.Range.size)
 	blocked := &o.inRange.b46
 	switch r4, r6 := reaches(n); {
 	case !r6:

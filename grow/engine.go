@@ -167,9 +167,6 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, r
 	return g
 }
 
-// Len returns the number of entries linked.
-func (g *Engine) Len() int { return int(g.entries.Load()) }
-
 func (g *Engine) portHash(p uint16) uint64 { return (uint64(p) + g.seed) * g.mulP }
 
 // addrHash returns the hash of the key k of addrs. An IPv4 key, 6 bytes,
