@@ -192,7 +192,7 @@ type Probe[K any, E any] struct {
 
 // Probe returns the line for hash h: the first half of Get, which loads
 // the line. A caller that checks keys itself scans it with Tagged and At;
-// Find is the other half of Get.
+// find is the other half of Get.
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	t := m.cur()
 	for {
@@ -204,8 +204,8 @@ func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	}
 }
 
-// Find returns the value of key k, whose hash is h, in p's line.
-func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
+// find returns the value of key k, whose hash is h, in p's line.
+func (p Probe[K, E]) find(h uint64, k K) (Val[E], bool) {
 	for b := matches(p.word, p.tag); b != 0; b &= b - 1 {
 		j := bits.TrailingZeros64(b) >> 3
 		if e := p.l.first[j].Load(); e != nil && p.is(e, k) {
@@ -222,7 +222,7 @@ func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
 
 // Tagged returns the positions of p's line whose tag may be the key's:
 // the high bit of byte j is set for position j. Scan them with At, then
-// call Chained: a caller that checks keys itself, inline, spares Find's
+// call Chained: a caller that checks keys itself, inline, spares find's
 // call of the map's key function.
 func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 
@@ -231,7 +231,7 @@ func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 func (p Probe[K, E]) At(b uint64) *E { return p.l.first[bits.TrailingZeros64(b)>>3].Load() }
 
 // Chained returns the value of key k, whose hash is h, in the overflow
-// chain of p's line, which Find searches after the positions.
+// chain of p's line, which find searches after the positions.
 func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
 	for n := p.l.over.Load(); n != nil; n = n.Next {
 		if n.Hash == h && p.is(n.Val.First, k) {
@@ -288,7 +288,7 @@ func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
 
 // Get returns the value of key k, whose hash is h. It takes no lock, and
 // the value it returns was k's at some moment during the call.
-func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).Find(h, k) }
+func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).find(h, k) }
 
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false

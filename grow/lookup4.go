@@ -11,7 +11,7 @@ import (
 
 // Lookup4 is Lookup for the datagram from src to dst, both IPv4 (Is4),
 // that arrived on interface ifindex. It reports false, without a lookup,
-// if no socket could receive the datagram (Tuple4.Deliverable); Query.Init
+// if no socket could receive the datagram (see Tuple4.Init); Query.Init
 // would refuse it too. It gives Lookup's answer and path, takes no lock
 // and does not allocate.
 //
