@@ -37,8 +37,8 @@ type Table[V any] struct {
 
 	// Written by every bind or close (and stats by lookups with
 	// CountPaths): at least a cache line away from what lookups read, as
-	// bhash.Map's count is. Beside a writer on another port, that took
-	// lookups from 48–50 to 36–38 ns (BenchmarkLookupBesideWriter).
+	// bhash.Map's count is, so that a writer on another port does not
+	// slow lookups down (BenchmarkLookupBesideWriter).
 	_     [64]byte
 	occ   bind.Occupancy
 	seq   atomic.Uint64 // bind order, for ties

@@ -66,10 +66,10 @@
 // goroutine, which sets the slow socket's datagrams aside for the slow
 // call's goroutine to handle after it, and serves the other sockets
 // meanwhile. So another socket's datagram waits at most about 2 ms, plus
-// scheduling, for a slow call on its port (TestSlowHandlerKeepsToItsSocket:
-// a 300 ms call added 2.6 to 3.2 ms). Calls for different sockets of one
-// port and family may therefore run concurrently (before the hand-off,
-// all of them were serial): what is serial is the calls of one socket. At
+// scheduling, for a slow call on its port (TestSlowHandlerKeepsToItsSocket).
+// Calls for different sockets of one port and family may therefore run
+// concurrently (before the hand-off, all of them were serial): what is
+// serial is the calls of one socket. At
 // most 32 calls of a kernel socket's are handed off at a time, each
 // holding a goroutine and a batch's buffers until it returns; past that,
 // and for a slow call for a multicast datagram, which is not handed off,
