@@ -146,11 +146,9 @@ type Map[K any, E any] struct {
 
 	// Written by every insert and delete: a cache line away from tab, so
 	// that a writer does not take the line that every lookup loads first
-	// from the readers' caches. With one goroutine binding and closing
-	// sockets on another port, lookups at 4 096 sockets on one port took
-	// 57–68 ns with count beside tab and 48–50 ns apart, 22–24 ns with no
-	// writer (BenchmarkLookupBesideWriter in demux, the builds in turn,
-	// three runs each).
+	// from the readers' caches: beside a goroutine binding and closing
+	// sockets on another port, lookups are measurably faster with count
+	// apart than beside tab (BenchmarkLookupBesideWriter in demux).
 	_        [64]byte
 	count    atomic.Int64
 	resizing sync.Mutex // held by the one writer that resizes
@@ -192,7 +190,7 @@ type Probe[K any, E any] struct {
 
 // Probe returns the line for hash h: the first half of Get, which loads
 // the line. A caller that checks keys itself scans it with Tagged and At;
-// Find is the other half of Get.
+// find is the other half of Get.
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	t := m.cur()
 	for {
@@ -204,8 +202,8 @@ func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	}
 }
 
-// Find returns the value of key k, whose hash is h, in p's line.
-func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
+// find returns the value of key k, whose hash is h, in p's line.
+func (p Probe[K, E]) find(h uint64, k K) (Val[E], bool) {
 	for b := matches(p.word, p.tag); b != 0; b &= b - 1 {
 		j := bits.TrailingZeros64(b) >> 3
 		if e := p.l.first[j].Load(); e != nil && p.is(e, k) {
@@ -222,7 +220,7 @@ func (p Probe[K, E]) Find(h uint64, k K) (Val[E], bool) {
 
 // Tagged returns the positions of p's line whose tag may be the key's:
 // the high bit of byte j is set for position j. Scan them with At, then
-// call Chained: a caller that checks keys itself, inline, spares Find's
+// call Chained: a caller that checks keys itself, inline, spares find's
 // call of the map's key function.
 func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 
@@ -231,7 +229,7 @@ func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 func (p Probe[K, E]) At(b uint64) *E { return p.l.first[bits.TrailingZeros64(b)>>3].Load() }
 
 // Chained returns the value of key k, whose hash is h, in the overflow
-// chain of p's line, which Find searches after the positions.
+// chain of p's line, which find searches after the positions.
 func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
 	for n := p.l.over.Load(); n != nil; n = n.Next {
 		if n.Hash == h && p.is(n.Val.First, k) {
@@ -288,7 +286,7 @@ func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
 
 // Get returns the value of key k, whose hash is h. It takes no lock, and
 // the value it returns was k's at some moment during the call.
-func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).Find(h, k) }
+func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).find(h, k) }
 
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false

@@ -53,8 +53,8 @@ func TestConflicts(t *testing.T) {
 func TestNewRange(t *testing.T) {
 	r, err := NewRange(0, 0, nil)
 	require.NoError(t, err)
-	assert.Equal(t, uint16(DefaultLow), r.Low)
-	assert.Equal(t, uint16(DefaultHigh), r.High)
+	assert.Equal(t, uint16(defaultLow), r.Low)
+	assert.Equal(t, uint16(defaultHigh), r.High)
 	for _, bad := range [][2]uint16{{0, 10}, {10, 9}} {
 		_, err := NewRange(bad[0], bad[1], nil)
 		assert.ErrorIs(t, err, syscall.EINVAL, bad)

@@ -28,22 +28,22 @@ func Conflicts(n, e *sock.Entry) bool {
 
 // Rule is how explicit-port checks choose between the tables.
 type Rule struct {
-	// Threshold: the secondary table is used when the primary chain holds
-	// more than Threshold sockets.
-	Threshold int
-	// Fallback: scan the primary chain instead when a secondary slot is
+	// threshold: the secondary table is used when the primary chain holds
+	// more than threshold sockets.
+	threshold int
+	// fallback: scan the primary chain instead when a secondary slot is
 	// longer than it (the hybrid rule).
-	Fallback bool
+	fallback bool
 }
 
 // Rules for the three lookup strategies.
 var (
-	OnePhaseRule = Rule{Threshold: math.MaxInt}
-	TwoPhaseRule = Rule{Threshold: -1}
+	OnePhaseRule = Rule{threshold: math.MaxInt}
+	TwoPhaseRule = Rule{threshold: -1}
 )
 
 // HybridRule is Linux 2.6.33's rule with the given threshold.
-func HybridRule(threshold int) Rule { return Rule{Threshold: threshold, Fallback: true} }
+func HybridRule(threshold int) Rule { return Rule{threshold: threshold, fallback: true} }
 
 // Checker runs explicit-port bind checks on a pair of tables.
 type Checker struct {
@@ -59,12 +59,12 @@ type Checker struct {
 // without their locks.
 func (c *Checker) InUse(n *sock.Entry) (inUse, secondary bool) {
 	p := c.H1.Slot(n.Port)
-	if !needsPrimary(n) && p.Chain.Len() > c.Rule.Threshold {
+	if !needsPrimary(n) && p.Chain.Len() > c.Rule.threshold {
 		i := c.H2.IndexOf(n)
 		w := c.H2.Index(c.H2.WildHash(), n.Port)
 		exact, wild := c.H2.At(i), c.H2.At(w)
 		limit := p.Chain.Len()
-		if !c.Rule.Fallback || (exact.Chain.Len() <= limit && wild.Chain.Len() <= limit) {
+		if !c.Rule.fallback || (exact.Chain.Len() <= limit && wild.Chain.Len() <= limit) {
 			if chainConflicts(exact.Chain.First(), sock.OfSecondary, n) {
 				return true, true
 			}

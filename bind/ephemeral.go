@@ -56,7 +56,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 	slots := x.H1.Len()
 	shift := uint(bits.TrailingZeros(uint(slots)))
 	remaining := uint64(x.Occ.Range.High-x.Occ.Range.Low) + 1
-	r := x.Rand.Uint32()
+	r := x.Rand.rand32()
 	first := uint16(uint64(r)*remaining>>32) + x.Occ.Range.Low
 	step := uint16((r | 1) * uint32(slots))
 	var marked [65536 / sock.MinSlots / 64]uint64 // one bit per port of a chain
@@ -93,7 +93,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 // It is kept for benchmarks.
 func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 	remaining := uint32(x.Occ.Range.High-x.Occ.Range.Low) + 1
-	r := x.Rand.Uint32()
+	r := x.Rand.rand32()
 	p := x.Occ.Range.Low + uint16(r%remaining)
 	first, step := p, uint16(r|1)
 	for {

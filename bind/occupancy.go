@@ -211,7 +211,7 @@ func reaches(n *sock.Entry) (r4, r6 bool) {
 // whether some port of the range holds no socket that blocks n outright,
 // from the range's counts.
 func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
-	size := int32(o.Range.Size())
+	size := int32(o.Range.size)
 	blocked := &o.inRange.b46
 	switch r4, r6 := reaches(n); {
 	case !r6:
@@ -292,13 +292,3 @@ func (o *Occupancy) kthFree(k int) (uint16, bool) {
 	}
 	return 0, false
 }
-
-// Census counts the ports of the range that hold no socket, and reports
-// whether some port of the range holds no socket that blocks n outright,
-// in O(1).
-func (o *Occupancy) Census(n *sock.Entry) (free int, unblocked bool) { return o.census(n) }
-
-// KthFree returns the k-th (from 0) port of the range that holds no
-// socket, or false if the index changed since Census and there is no such
-// port.
-func (o *Occupancy) KthFree(k int) (uint16, bool) { return o.kthFree(k) }

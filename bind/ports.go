@@ -11,8 +11,8 @@ import (
 
 // Default ephemeral range (Linux ip_local_port_range).
 const (
-	DefaultLow  = 32768
-	DefaultHigh = 60999
+	defaultLow  = 32768
+	defaultHigh = 60999
 )
 
 const words = 65536 / 64
@@ -45,7 +45,7 @@ type Range struct {
 // NewRange checks and builds a range; low = high = 0 means the default.
 func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 	if low == 0 && high == 0 {
-		low, high = DefaultLow, DefaultHigh
+		low, high = defaultLow, defaultHigh
 	}
 	if low == 0 || low > high {
 		return nil, fmt.Errorf("ephemeral range %d-%d: want 1 <= low <= high <= 65535: %w", low, high, syscall.EINVAL)
@@ -64,9 +64,6 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 	}
 	return r, nil
 }
-
-// Size returns the number of ports bind(0) may choose.
-func (r *Range) Size() int { return r.size }
 
 // Allowed reports whether bind(0) may choose p.
 func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.reservedPort(p) }
@@ -118,8 +115,8 @@ func (r *Rand) Uint64() uint64 {
 	return r.src.Uint64()
 }
 
-// Uint32 returns a random 32-bit value.
-func (r *Rand) Uint32() uint32 { return uint32(r.Uint64() >> 32) }
+// rand32 returns a random 32-bit value.
+func (r *Rand) rand32() uint32 { return uint32(r.Uint64() >> 32) }
 
 // rejectTries bounds IntN's rejection loop. A working source is rejected
 // with probability below n/2^64 per draw, so only a broken one (a constant,

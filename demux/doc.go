@@ -8,12 +8,31 @@
 // and without locks unless writers keep moving the sockets of its port
 // (see Lookup).
 //
-// A Table keeps two indexes, as Linux has since 2.6.33: a primary index
-// keyed by port and a secondary index keyed by (address, port), which grow
-// and shrink with the sockets by default (Config.Slots selects Linux's
-// fixed-size hash tables instead). Lookups and explicit-port bind checks use the secondary table when
-// the port's primary chain is long (the hybrid rule), and the primary chain
-// otherwise. Every strategy gives the same answer; only the cost differs.
+// # Inside
+//
+// By default a Table's storage grows and shrinks with the sockets it holds
+// (package grow). Each port that ever held a socket has a slot, in pages
+// of 256 ports indexed directly by port number, holding the chain of the
+// port's sockets, newest first. Two indexes, which resize while lookups
+// run, hold the classes of sockets that any datagram scores alike: one
+// keyed by (address, port, device) for unconnected sockets, and one keyed
+// by 4-tuple for connected ones (package bhash); a third maps each port in
+// use to the record that its writers lock (package rhash). A lookup scans
+// the port's chain while it holds at most Config.Threshold sockets, and
+// otherwise probes the 4-tuple index (when the port's filter of peers says
+// the source may be one), then the exact address's key and the wildcard's.
+// A bind check scans the port's sockets, and past 64 of them (under the
+// Hybrid strategy) reads the port's summary of their attributes. bind(0) picks among the free ports
+// of an occupancy index (package bind).
+//
+// Config.Slots, a power of two from 256 to 65536, selects Linux's design
+// instead (package fixed): a primary table keyed by port and a secondary
+// table keyed by (address, port), fixed at that many slots, as Linux has
+// since 2.6.33. Lookups and explicit-port bind checks use the secondary
+// table when the port's primary chain is long (the hybrid rule), and the
+// primary chain otherwise; Config.Ephemeral may then select Linux's
+// bind(0) algorithms. Every storage and strategy gives the same answers; only the
+// cost differs.
 //
 // Seven details differ from Linux on purpose, so that no answer depends on
 // the order of sockets in a chain, on which path found them or on a

@@ -3,14 +3,13 @@ package demux
 import (
 	"net/netip"
 
-	"github.com/udpdemux/udpdemux/grow"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // engine is a storage's write side: it owns the chains, SO_REUSEPORT
 // groups, bind-check indexes and occupancy updates of its tables, and the
-// protocol that moves an entry. fixed.Engine is one; grow.Engine, through
-// growing, the other. P is the engine's handle on a locked port, valid from
+// protocol that moves an entry. fixed.Engine is one; grow.Engine the
+// other. P is the engine's handle on a locked port, valid from
 // LockPort or Ephemeral to Unlock.
 //
 // Writes reach it through writes, an interface call per operation; lookups
@@ -47,16 +46,6 @@ type locked interface {
 	comparable
 	Entries(buf []*sock.Entry) []*sock.Entry
 }
-
-// growing is the growing storage's engine with the ephemeral range its
-// bind(0) draws from.
-type growing struct {
-	*grow.Engine
-	ports *grow.Ports
-}
-
-// Ephemeral chooses e's port from g's range.
-func (g growing) Ephemeral(e *sock.Entry) *grow.Port { return g.Engine.Ephemeral(e, g.ports) }
 
 // writer is a table's write path over its engine: the part of each write
 // that runs under the port's lock. Table's methods validate and call it.

@@ -24,11 +24,11 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Socket) {
 		if !ok[i] {
 			continue
 		}
-		pr := g.port(q.DstPort)
-		if pr == nil || pr.list.Len() <= g.threshold {
+		slot := g.port(q.DstPort)
+		if slot == nil || slot.list.Len() <= g.threshold {
 			continue
 		}
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
+		if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 			chs[nc] = g.connHash(&connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort})
 			nc++
 		}

@@ -35,11 +35,11 @@ func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket)
 		if !ok[i] {
 			continue
 		}
-		pr := g.port(t.DstPort)
-		if pr == nil || pr.list.Len() <= g.threshold {
+		slot := g.port(t.DstPort)
+		if slot == nil || slot.list.Len() <= g.threshold {
 			continue
 		}
-		if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort)) {
+		if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort)) {
 			chs[nc] = g.connHash4(t.Dst, t.Src, t.DstPort, t.SrcPort)
 			nc++
 		}

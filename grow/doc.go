@@ -5,10 +5,14 @@
 //
 // # Structures
 //
-//   - ports: port → port record. A record holds every socket on the port in
-//     a chain (newest first), the port's lock, its move sequence count, a
-//     filter of its connected sockets' peers, its SO_REUSEPORT groups and the summary
-//     that bind checks read. It exists while the port holds a socket.
+//   - pages: port → port slot, indexed directly, in pages of 256 ports made
+//     when a port of the page is first bound. A slot holds what lookups
+//     read of the port: every socket on it in a chain (newest first) with
+//     the port's move sequence count, and the filters of its connected
+//     sockets' peers and of its sockets' devices.
+//   - ports: port → port record, for writers: the port's lock, its
+//     SO_REUSEPORT groups and the summary that bind checks read. It exists
+//     while the port holds a socket.
 //   - addrs: (address key, port) → the unconnected sockets bound there.
 //   - conns: (local key, port, remote address, remote port) → the connected
 //     sockets with that 4-tuple: Linux 6.13's 4-tuple hash, searched first.
@@ -25,14 +29,14 @@
 // the head of each class. A lookup scores one head per class, never the
 // members behind it, so a thousand SO_REUSEADDR sockets on one address cost
 // what one does, and an SO_REUSEPORT group of any size costs one pick.
-// The three indexes resize while lookups run: ports is an rhash map, and
+// The three maps resize while lookups run: ports is an rhash map, and
 // addrs and conns are bhash maps, which keep each key's first head
 // inline in a cache line, so that a lookup reads that line and then the
 // entry it scores.
 //
 // # Lookups
 //
-// A lookup finds the port record. With at most Threshold sockets on the
+// A lookup finds the port's slot. With at most Threshold sockets on the
 // port it scans the port's chain (one probe; Linux's primary-table path).
 // Otherwise it probes the 4-tuple table if the port's peer filter says a
 // connected socket may have the datagram's source as its peer (an

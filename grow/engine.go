@@ -42,9 +42,9 @@ type connKey struct {
 }
 
 // addrIs reports whether e, the first head of a key of addrs, is stored
-// under k: whether k is e's key. Field by field, cheapest first:
-// rebuilding the whole key and comparing it cost a connected lookup about
-// 10 ns.
+// under k: whether k is e's key. Field by field, cheapest first, so that
+// a mismatch is found before the costlier fields are read: rebuilding the
+// whole key and comparing it made connected lookups measurably slower.
 func addrIs(e *sock.Entry, k addrKey) bool {
 	return e.Port == k.port && e.Device == k.dev && sock.KeyOf(e.Flags, e.V4, e.V6) == k.addr
 }
@@ -114,7 +114,7 @@ type Port struct {
 }
 
 // Engine is the growing storage. Its methods that take a *Port expect it
-// locked, as LockBind and LockPort return it.
+// locked, as LockPort and Ephemeral return it.
 type Engine struct {
 	pages [256]atomic.Pointer[[256]portSlot]
 	ports *rhash.Map[uint16, *Port]
@@ -131,11 +131,12 @@ type Engine struct {
 	flowSeed         uint64
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
+	rand             *bind.Rand // bind(0)'s
 
 	// entries is written by every bind and close: a cache line away from
-	// what lookups read, as bhash.Map's count is. Beside a writer on
-	// another port, that took lookups from 36–38 to 29–30 ns
-	// (BenchmarkLookupBesideWriter in demux).
+	// what lookups read, as bhash.Map's count is, so that a writer on
+	// another port does not slow lookups down (BenchmarkLookupBesideWriter
+	// in demux).
 	_       [64]byte
 	entries atomic.Int64
 }
@@ -143,11 +144,11 @@ type Engine struct {
 // New returns an empty engine. seeds must be random and secret: they keep
 // outsiders from aiming keys at one slot. threshold is the hybrid rule's
 // (AlwaysScan, AlwaysIndex for the other strategies); flowSeed seeds the
-// SO_REUSEPORT flow hash.
-// occ is the occupancy index the engine keeps for bind(0).
-func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *Engine {
+// SO_REUSEPORT flow hash. occ is the occupancy index the engine keeps for
+// bind(0), which draws from rand.
+func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, rand *bind.Rand) *Engine {
 	g := &Engine{
-		ports:      rhash.New(func(pr **Port, p uint16) bool { return (*pr).port == p }),
+		ports:      rhash.New(func(rec **Port, p uint16) bool { return (*rec).port == p }),
 		seed:       seeds[0],
 		mulP:       seeds[1] | 1,
 		mulA:       seeds[2] | 1,
@@ -156,6 +157,7 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 		summaryMin: hybridSummaryMin,
 		flowSeed:   flowSeed,
 		occ:        occ,
+		rand:       rand,
 	}
 	if threshold == AlwaysScan || threshold == AlwaysIndex {
 		g.summaryMin = threshold
@@ -164,9 +166,6 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy) *
 	g.conns = bhash.New(connIs, g.connHashOf)
 	return g
 }
-
-// Len returns the number of entries linked.
-func (g *Engine) Len() int { return int(g.entries.Load()) }
 
 func (g *Engine) portHash(p uint16) uint64 { return (uint64(p) + g.seed) * g.mulP }
 

@@ -1,19 +1,10 @@
 package grow
 
-import (
-	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
-)
-
-// Ports is what bind(0) needs: the occupancy index (which the engine keeps
-// up to date), with the range it counts, and the random source.
-type Ports struct {
-	Occ  *bind.Occupancy
-	Rand *bind.Rand
-}
+import "github.com/udpdemux/udpdemux/internal/sock"
 
 // Ephemeral chooses a port for n and returns its record locked, with
-// n.Port set, or nil if no port of the range is free for n.
+// n.Port set, or nil if no port of the range is free for n. It draws from
+// the engine's occupancy index and random source.
 //
 // Like the fixed tables' default (bind.Ephemeral.Index), it picks
 // uniformly among the ports that hold no socket (Occupancy.TakeFree) and
@@ -22,11 +13,11 @@ type Ports struct {
 // from a random one by a random step prime to the range's size, checking
 // each against its port's summary: O(range), as Linux's search is when the
 // range is nearly full.
-func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
+func (g *Engine) Ephemeral(n *sock.Entry) *Port {
 	var pr *Port
-	took, search := x.Occ.TakeFree(x.Rand, n, func(p uint16) bool {
+	took, search := g.occ.TakeFree(g.rand, n, func(p uint16) bool {
 		pr = g.LockPort(p)
-		if !x.Occ.InUse(p) { // exact under p's lock, which every writer of p holds
+		if !g.occ.InUse(p) { // exact under p's lock, which every writer of p holds
 			n.Port = p
 			return true
 		}
@@ -39,10 +30,10 @@ func (g *Engine) Ephemeral(n *sock.Entry, x *Ports) *Port {
 	case !search:
 		return nil
 	}
-	r := x.Occ.Range
+	r := g.occ.Range
 	remaining := int(r.High-r.Low) + 1
-	start := x.Rand.IntN(remaining)
-	step := 1 + x.Rand.IntN(remaining)
+	start := g.rand.IntN(remaining)
+	step := 1 + g.rand.IntN(remaining)
 	for gcd(step, remaining) != 1 {
 		step++ // a step prime to the range's size visits every port once
 	}

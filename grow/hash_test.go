@@ -18,8 +18,8 @@ import (
 // differently under another engine's secret seeds.
 func TestKeyHashesSpread(t *testing.T) {
 	const n, lineBits, tagBits = 4096, 10, 7
-	g := New([4]uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0x2545f4914f6cdd1d}, AlwaysIndex, 1, &bind.Occupancy{})
-	g2 := New([4]uint64{0xd6e8feb86659fd93, 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3}, AlwaysIndex, 1, &bind.Occupancy{})
+	g := New([4]uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0x2545f4914f6cdd1d}, AlwaysIndex, 1, &bind.Occupancy{}, bind.NewRand(nil))
+	g2 := New([4]uint64{0xd6e8feb86659fd93, 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3}, AlwaysIndex, 1, &bind.Occupancy{}, bind.NewRand(nil))
 	v4 := func(i int) sock.Addr16 { return sock.Map4(10<<24 | uint32(i)) }
 	v6 := func(i int) sock.Addr16 { return sock.Addr16{Hi: 0x2001_0db8 << 32, Lo: uint64(i)} }
 	conn := func(local, remote sock.Addr16, lport, rport int) connKey {

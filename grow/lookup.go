@@ -9,19 +9,19 @@ import (
 // Lookup returns the Ref of the socket that receives the unicast datagram
 // q, and the path it took. It takes no lock and does not allocate.
 func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
-	pr := g.port(q.DstPort)
-	if pr == nil {
+	slot := g.port(q.DstPort)
+	if slot == nil {
 		return nil, lookup.Primary
 	}
 	// The sequence count is read before the mark: see scan.
-	seq := pr.list.Seq.Peek()
-	if n, shared := pr.list.LenMarked(); n <= g.threshold {
-		return g.finish(pr, g.scan(pr, q, seq, shared), q), lookup.Primary
+	seq := slot.list.Seq.Peek()
+	if n, shared := slot.list.LenMarked(); n <= g.threshold {
+		return g.finish(slot, g.scan(slot, q, seq, shared), q), lookup.Primary
 	}
-	return g.finish(pr, g.indexed(pr, q), q), lookup.Secondary
+	return g.finish(slot, g.indexed(slot, q), q), lookup.Secondary
 }
 
-// scan scans pr's chain for q. A 4-tuple match ends the scan, so that
+// scan scans slot's chain for q. A 4-tuple match ends the scan, so that
 // the entries after it (a connected client's port often holds another)
 // stay unread, unless the chain's mark (shared, read after seq, the
 // port's sequence count) says that two entries of the port share a
@@ -29,25 +29,25 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
 // inside the sequence count, before it publishes the entry that shares
 // the 4-tuple; so a scan that read no mark and stopped at such an entry
 // sees the count changed, and scans the whole chain again.
-func (g *Engine) scan(pr *portSlot, q *lookup.Query, seq uint32, shared bool) *sock.Face {
+func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) *sock.Face {
 	b := lookup.NewBest()
 	if shared || seq&1 != 0 {
-		b.ScanPrimary(pr.list.First(), q)
+		b.ScanPrimary(slot.list.First(), q)
 		return b.E
 	}
-	if b.ScanPrimaryTo4(pr.list.First(), q) && pr.list.Seq.Changed(seq) {
+	if b.ScanPrimaryTo4(slot.list.First(), q) && slot.list.Seq.Changed(seq) {
 		b = lookup.NewBest()
-		b.ScanPrimary(pr.list.First(), q)
+		b.ScanPrimary(slot.list.First(), q)
 	}
 	return b.E
 }
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
 // tries the 127.0.0.6 fallback when nothing matched.
-func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
+func (g *Engine) finish(slot *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 	if e == nil {
 		if lookup.ToPlaceholder(q) {
-			return lookup.PlaceholderFallbackFrom(pr.list.First(), q)
+			return lookup.PlaceholderFallbackFrom(slot.list.First(), q)
 		}
 		return nil
 	}
@@ -57,33 +57,33 @@ func (g *Engine) finish(pr *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 // indexed searches the indexes for q. A move on the port that began or
 // ended meanwhile may have hidden the answer, so it searches again, up to
 // sock.ReadTries times, and then once under the port's lock.
-func (g *Engine) indexed(pr *portSlot, q *lookup.Query) *sock.Face {
+func (g *Engine) indexed(slot *portSlot, q *lookup.Query) *sock.Face {
 	for range sock.ReadTries {
-		seq, ok := pr.list.Seq.TryRead()
+		seq, ok := slot.list.Seq.TryRead()
 		if !ok {
 			continue
 		}
-		if e := g.search(pr, q); !pr.list.Seq.Changed(seq) {
+		if e := g.search(slot, q); !slot.list.Seq.Changed(seq) {
 			return e
 		}
 	}
-	return g.searchLocked(pr, q)
+	return g.searchLocked(slot, q)
 }
 
 // searchLocked is search under the lock of q's port, which keeps every
 // move out of it: the answer of a reader that moves kept from finishing
 // otherwise. The lock is released before the caller runs a selector.
-func (g *Engine) searchLocked(pr *portSlot, q *lookup.Query) *sock.Face {
-	p := g.LockPort(q.DstPort)
-	defer g.Unlock(p)
-	return g.search(pr, q)
+func (g *Engine) searchLocked(slot *portSlot, q *lookup.Query) *sock.Face {
+	pr := g.LockPort(q.DstPort)
+	defer g.Unlock(pr)
+	return g.search(slot, q)
 }
 
 // search is one search of the indexes for q, which a move on the port
 // may spoil: the caller checks the port's sequence count around it.
-func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
+func (g *Engine) search(slot *portSlot, q *lookup.Query) *sock.Face {
 	b := lookup.NewBest()
-	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
+	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd, ok := g.getConn(k); ok {
 			// A connected socket bound to the destination beats
@@ -98,7 +98,7 @@ func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
 			}
 		}
 	}
-	dev := g.devKeyOf(pr, q.Ifindex)
+	dev := g.devKeyOf(slot, q.Ifindex)
 	g.offerKey(&b, addrKey{q.Dst, q.DstPort, 0}, q)
 	if dev != 0 {
 		g.offerKey(&b, addrKey{q.Dst, q.DstPort, dev}, q)
@@ -112,13 +112,13 @@ func (g *Engine) search(pr *portSlot, q *lookup.Query) *sock.Face {
 	return b.E
 }
 
-// devKeyOf returns the device whose keys of addrs a lookup on pr's port
+// devKeyOf returns the device whose keys of addrs a lookup on slot's port
 // of a datagram that arrived on interface ifindex reads, besides those of
 // no device: ifindex, or 0 when the port's device filter says that no
 // entry is keyed by it, or the datagram has no interface a socket can be
 // bound to.
-func (g *Engine) devKeyOf(pr *portSlot, ifindex int32) int32 {
-	if f := pr.devs.Load(); ifindex <= 0 || f == nil || !f.mayHave(g.devHash(ifindex)) {
+func (g *Engine) devKeyOf(slot *portSlot, ifindex int32) int32 {
+	if f := slot.devs.Load(); ifindex <= 0 || f == nil || !f.mayHave(g.devHash(ifindex)) {
 		return 0
 	}
 	return ifindex
@@ -144,12 +144,12 @@ func offer(b *lookup.Best, hd bhash.Val[sock.Entry], q *lookup.Query) {
 // Multicast appends every entry that receives the multicast or broadcast
 // datagram q to rs, each once, from a consistent view.
 func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
-	pr := g.port(q.DstPort)
-	if pr == nil {
+	slot := g.port(q.DstPort)
+	if slot == nil {
 		return rs, lookup.Primary
 	}
-	if pr.list.Len() <= g.threshold {
-		for n := pr.list.First(); n != nil; n = n.Next.Load() {
+	if slot.list.Len() <= g.threshold {
+		for n := slot.list.First(); n != nil; n = n.Next.Load() {
 			if e := sock.OfPrimary(n); lookup.Matches(e, q) {
 				rs = append(rs, e)
 			}
@@ -162,36 +162,36 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 	// then once under the port's lock.
 	for range sock.ReadTries {
 		rs = rs[:base]
-		seq, ok := pr.list.Seq.TryRead()
+		seq, ok := slot.list.Seq.TryRead()
 		if !ok {
 			continue
 		}
-		rs = g.multicast(pr, q, rs)
-		if !pr.list.Seq.Changed(seq) {
+		rs = g.multicast(slot, q, rs)
+		if !slot.list.Seq.Changed(seq) {
 			return rs, lookup.Secondary
 		}
 	}
-	return g.multicastLocked(pr, q, rs[:base]), lookup.Secondary
+	return g.multicastLocked(slot, q, rs[:base]), lookup.Secondary
 }
 
 // multicastLocked is multicast under the lock of q's port, as
 // searchLocked is search. The caller yields the receivers after.
-func (g *Engine) multicastLocked(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
-	p := g.LockPort(q.DstPort)
-	defer g.Unlock(p)
-	return g.multicast(pr, q, rs)
+func (g *Engine) multicastLocked(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+	pr := g.LockPort(q.DstPort)
+	defer g.Unlock(pr)
+	return g.multicast(slot, q, rs)
 }
 
 // multicast appends the receivers of q that the indexes hold to rs, in
 // one search that a move on the port may spoil.
-func (g *Engine) multicast(pr *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
-	if f := pr.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
+func (g *Engine) multicast(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd, ok := g.getConn(k); ok {
 			rs = members(rs, heads(hd), q)
 		}
 	}
-	dev := g.devKeyOf(pr, q.Ifindex)
+	dev := g.devKeyOf(slot, q.Ifindex)
 	rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, 0}, q)
 	if dev != 0 {
 		rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, dev}, q)

@@ -11,19 +11,17 @@ import (
 
 // Lookup4 is Lookup for the datagram from src to dst, both IPv4 (Is4),
 // that arrived on interface ifindex. It reports false, without a lookup,
-// if no socket could receive the datagram (Tuple4.Deliverable); Query.Init
+// if no socket could receive the datagram (see Tuple4.Init); Query.Init
 // would refuse it too. It gives Lookup's answer and path, takes no lock
 // and does not allocate.
 //
 // A datagram from a connected socket's peer, the common case on a port
 // that has connected sockets, is settled here, from the datagram's
-// addresses and ports held as scalars, with no further call; the rest go
-// to scan4 or indexed4. At 1 000 connected sockets that took lookups from
-// known peers from a median of 21.7 to 17.9 ns, against 23.2 and 24.7 ns
-// from unknown ones: four calls on the way had each cost about a
-// nanosecond. (demux's Lookup cannot build the Tuple4 itself, inline: an
-// instantiated generic function inlines no function of a package that
-// its instantiating package does not import.)
+// addresses and ports held as scalars, with no further call, since each
+// call of the general search on the way measurably slowed those lookups;
+// the rest go to scan4 or indexed4. (demux's Lookup cannot build the
+// Tuple4 itself, inline: an instantiated generic function inlines no
+// function of a package that its instantiating package does not import.)
 func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) (*sock.Ref, lookup.Path, bool) {
 	s4, d4 := lookup.V4(src.Addr()), lookup.V4(dst.Addr())
 	sport, dport, dev := src.Port(), dst.Port(), lookup.Device(ifindex)
@@ -32,20 +30,20 @@ func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) 
 	}
 	// t is filled in field by field where it is needed: a composite
 	// literal went through a temporary, whose copy, one 16-byte load of
-	// five smaller stores, the processor could not forward from them;
-	// that stall cost lookups from unknown peers about 10 ns.
+	// five smaller stores, the processor could not forward from them,
+	// and lookups from unknown peers stalled on it.
 	var t lookup.Tuple4
-	pr := g.port(dport)
-	if pr == nil {
+	slot := g.port(dport)
+	if slot == nil {
 		return nil, lookup.Primary, true
 	}
-	seq := pr.list.Seq.Peek()
-	if n, shared := pr.list.LenMarked(); n <= g.threshold {
+	seq := slot.list.Seq.Peek()
+	if n, shared := slot.list.LenMarked(); n <= g.threshold {
 		t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex = s4, d4, sport, dport, dev
-		return g.scan4(pr, seq, shared, &t, q), lookup.Primary, true
+		return g.scan4(slot, seq, shared, &t, q), lookup.Primary, true
 	}
 	rem := sock.Map4(s4)
-	f := pr.peers.Load()
+	f := slot.peers.Load()
 	peer := f != nil && f.mayHave(g.peerHash(rem, sport))
 	if peer {
 		// As in indexed, a 4-tuple match bound to the destination, with
@@ -66,33 +64,33 @@ func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) 
 		}
 	}
 	t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex = s4, d4, sport, dport, dev
-	return g.indexed4(pr, seq, peer, &t, q), lookup.Secondary, true
+	return g.indexed4(slot, seq, peer, &t, q), lookup.Secondary, true
 }
 
 // lookupTuple4 is Lookup4 for the deliverable IPv4 datagram t.
 func (g *Engine) lookupTuple4(t *lookup.Tuple4, q *lookup.Query) (*sock.Ref, lookup.Path) {
-	pr := g.port(t.DstPort)
-	if pr == nil {
+	slot := g.port(t.DstPort)
+	if slot == nil {
 		return nil, lookup.Primary
 	}
-	seq := pr.list.Seq.Peek()
-	if n, shared := pr.list.LenMarked(); n <= g.threshold {
-		return g.scan4(pr, seq, shared, t, q), lookup.Primary
+	seq := slot.list.Seq.Peek()
+	if n, shared := slot.list.LenMarked(); n <= g.threshold {
+		return g.scan4(slot, seq, shared, t, q), lookup.Primary
 	}
-	f := pr.peers.Load()
+	f := slot.peers.Load()
 	peer := f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort))
-	return g.indexed4(pr, seq, peer, t, q), lookup.Secondary
+	return g.indexed4(slot, seq, peer, t, q), lookup.Secondary
 }
 
-// scan4 is scan and finish for the IPv4 datagram t to the port pr, whose
+// scan4 is scan and finish for the IPv4 datagram t to the port of slot, whose
 // sequence count Peek read as seq before LenMarked read shared.
-func (g *Engine) scan4(pr *portSlot, seq uint32, shared bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
+func (g *Engine) scan4(slot *portSlot, seq uint32, shared bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
 	q.Set4(t)
-	return g.finish(pr, g.scan(pr, q, seq, shared), q)
+	return g.finish(slot, g.scan(slot, q, seq, shared), q)
 }
 
 // indexed4 is indexed and finish for the IPv4 datagram t to the indexed
-// port pr, whose sequence count Peek read as seq; peer reports whether
+// port of slot, whose sequence count Peek read as seq; peer reports whether
 // the port's peer filter may hold t's source. Most IPv4 datagrams to an
 // indexed port are settled by the newest entry of one key: a connected
 // socket's 4-tuple, the destination address, or the wildcard. indexed4
@@ -100,7 +98,7 @@ func (g *Engine) scan4(pr *portSlot, seq uint32, shared bool, t *lookup.Tuple4, 
 // general search: a key with several classes, a wildcard-tier candidate
 // under the destination's key, a move under way, an SO_REUSEPORT group's
 // flow hash, or the 127.0.0.6 fallback.
-func (g *Engine) indexed4(pr *portSlot, seq uint32, peer bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
+func (g *Engine) indexed4(slot *portSlot, seq uint32, peer bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
 	if peer {
 		// As in Lookup4: a 4-tuple match bound to the destination, with
 		// a key of one class, is taken at once.
@@ -109,10 +107,10 @@ func (g *Engine) indexed4(pr *portSlot, seq uint32, peer bool, t *lookup.Tuple4,
 				return &hd.First.Ref
 			}
 			q.Set4(t)
-			return g.finish(pr, g.indexed(pr, q), q)
+			return g.finish(slot, g.indexed(slot, q), q)
 		}
 	}
-	if e, ok := g.search4(pr, t, seq); ok {
+	if e, ok := g.search4(slot, t, seq); ok {
 		if e != nil && e.Group == nil {
 			return &e.Ref
 		}
@@ -120,25 +118,25 @@ func (g *Engine) indexed4(pr *portSlot, seq uint32, peer bool, t *lookup.Tuple4,
 			return nil
 		}
 		q.Set4(t)
-		return g.finish(pr, e, q)
+		return g.finish(slot, e, q)
 	}
 	q.Set4(t)
-	return g.finish(pr, g.indexed(pr, q), q)
+	return g.finish(slot, g.indexed(slot, q), q)
 }
 
 // search4 is indexed for an IPv4 datagram that no connected socket's
 // 4-tuple took (indexed4 tried those), where each key it reads has one
 // class. It reports false, and the caller runs indexed, where it cannot
 // tell the answer so: a key with several classes, a candidate of the
-// destination's key that is not bound to it, or a count of pr's moves
+// destination's key that is not bound to it, or a count of slot's moves
 // (seq, as Peek read it) that was odd or changed. As in indexed, an
 // answer is taken only if no move began or ended meanwhile.
-func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face, bool) {
+func (g *Engine) search4(slot *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face, bool) {
 	if seq&1 != 0 {
 		return nil, false
 	}
 	var e *sock.Face
-	dev := g.devKeyOf(pr, t.Ifindex)
+	dev := g.devKeyOf(slot, t.Ifindex)
 	if hd, ok, one := g.getAddrs4(addrKey{sock.Map4(t.Dst), t.DstPort, 0}, dev); !one {
 		return nil, false
 	} else if ok {
@@ -168,7 +166,7 @@ func (g *Engine) search4(pr *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Face
 			}
 		}
 	}
-	return e, !pr.list.Seq.Changed(seq)
+	return e, !slot.list.Seq.Changed(seq)
 }
 
 // getAddrs4 returns the heads of k, a key of no device, or, if dev is not

@@ -24,7 +24,7 @@ const peerTestPort = 4433
 
 func newPeerPort(t *testing.T) *peerPort {
 	r := rand.New(rand.NewPCG(3, 4))
-	g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, AlwaysIndex, r.Uint64(), &bind.Occupancy{})
+	g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, AlwaysIndex, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
 	pr := g.LockPort(peerTestPort)
 	t.Cleanup(func() { g.Unlock(pr) })
 	return &peerPort{t: t, g: g, pr: pr}

@@ -61,7 +61,7 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(5, 6))
-			g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{})
+			g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
 			l, err := ipv6.Bind(netip.IPv4Unspecified(), false, 0, nil)
 			require.NoError(t, err)
 			pr := g.LockPort(port)

@@ -135,8 +135,8 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 	if err := g.conns.Check(); err != nil {
 		bad("4-tuple index: %v", err)
 	}
-	if len(onPort) != g.Len() {
-		bad("%d entries linked, %d on the ports", g.Len(), len(onPort))
+	if linked := int(g.entries.Load()); len(onPort) != linked {
+		bad("%d entries linked, %d on the ports", linked, len(onPort))
 	}
 	check := func(what string, hd heads) {
 		for i := range hd.len() {

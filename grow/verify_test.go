@@ -15,7 +15,7 @@ import (
 // returns the port's slot, the entry, and a verify that returns what the
 // engine's Verify reports.
 func linkedForVerify(t *testing.T, flags uint8) (*portSlot, *sock.Entry, func() []string) {
-	g := New([4]uint64{1, 2, 3, 4}, AlwaysIndex, 5, &bind.Occupancy{})
+	g := New([4]uint64{1, 2, 3, 4}, AlwaysIndex, 5, &bind.Occupancy{}, bind.NewRand(nil))
 	pr := g.LockPort(53)
 	t.Cleanup(func() { g.Unlock(pr) })
 	sk := new(sock.Socket)

@@ -94,8 +94,8 @@ func (t *Table) Lock2(g *lockorder.Guard, i, j int) {
 }
 
 // IndexOf returns the slot index of entry e: its key's hash and its port.
-// Entries do not keep the hash: writers, who need it, can afford the few
-// nanoseconds, and the room is better spent on the lookup's fields.
+// Entries do not keep the hash: writers, who need it, can afford to compute
+// it, and the room is better spent on the lookup's fields.
 func (t *Table) IndexOf(e *sock.Entry) int { return t.Index(t.AddrHash(e.Key()), e.Port) }
 
 // At returns slot i.

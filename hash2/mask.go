@@ -14,13 +14,12 @@ import (
 // other addresses that share the slot are passed over without a load of
 // any of them. With as many sockets as slots, a datagram to an address
 // that only a wildcard socket serves finds about one such entry in its
-// exact slot, and the load of it was most of its lookup's time: at 65 536
-// sockets on one port, such a lookup went from 76 to 38 ns (go test -bench
-// in bench/, the builds in turn, three runs each).
+// exact slot, and the load of it was most of its lookup's time, which the
+// mask spares (go test -bench in bench/, at 65 536 sockets on one port).
 //
 // Entries kept in the slot itself, with tags, were tried first: slots of a
 // cache line made the table four times larger, and lookups at 256 to
-// 4 096 sockets 2 to 10 ns slower in the runner.
+// 4 096 sockets slower in the runner.
 //
 // The mask never lacks the bit of an entry that stays in the chain, so
 // a lookup that reads it at any moment meets every such entry: a new
@@ -32,9 +31,9 @@ import (
 // A recomputation walks the chain and hashes each entry's address, so
 // it is done only where the chain left behind holds at most exactMax
 // entries: longer chains keep the bits of entries that left. Recomputing
-// always made a close O(chain) where it had been O(1): 30 000 sockets on
-// one address in 4 096 slots took 86 µs a close, against 0.4 µs before
-// the mask. A chain that long sets most of the 32 bits anyway, and a
+// always made a close O(chain) where it had been O(1), which with tens of
+// thousands of sockets on one address is a walk of thousands of entries
+// a close. A chain that long sets most of the 32 bits anyway, and a
 // removal that brings it down to exactMax makes the mask exact again. So
 // the mask is always a superset of its chain's bits, and exactly its
 // chain's while the chain holds at most exactMax entries (VerifySummary).

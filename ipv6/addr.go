@@ -144,12 +144,12 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 	return l, nil
 }
 
-// IsWild reports whether the local side is a wildcard address ("0.0.0.0",
+// isWild reports whether the local side is a wildcard address ("0.0.0.0",
 // "::" or "::ffff:0.0.0.0").
-func (l Local) IsWild() bool { return l.Key() == sock.Wild4 }
+func (l Local) isWild() bool { return l.key() == sock.Wild4 }
 
-// Key returns the secondary-table key of the local side (sock.KeyOf).
-func (l Local) Key() sock.Addr16 { return sock.KeyOf(l.Flags, l.V4, l.V6) }
+// key returns the secondary-table key of the local side (sock.KeyOf).
+func (l Local) key() sock.Addr16 { return sock.KeyOf(l.Flags, l.V4, l.V6) }
 
 func v4(a netip.Addr) uint32 {
 	b := a.As4()

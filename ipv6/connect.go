@@ -14,7 +14,7 @@ import (
 type Peer struct {
 	Addr   sock.Addr16
 	Port   uint16
-	AP     netip.AddrPort
+	ap     netip.AddrPort
 	Device int
 }
 
@@ -35,7 +35,7 @@ func Connect(l Local, dev int, peer netip.AddrPort, src netip.Addr, zi ZoneIndex
 	// to a specific address has its source already, which needs no
 	// interface: Linux connects one bound to fe80::1 whose device a
 	// disconnect or SO_BINDTODEVICE removed.
-	if src.IsValid() && (l.IsWild() || src.Zone() != "") {
+	if src.IsValid() && (l.isWild() || src.Zone() != "") {
 		sdev, err := scopeOf(src, max(dev, p.Device), zi)
 		if err != nil {
 			return l, Peer{}, err
@@ -85,7 +85,7 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 	if is6 && pa.Is4() {
 		pa = netip.AddrFrom16(pa.As16())
 	}
-	p.AP = netip.AddrPortFrom(pa, peer.Port())
+	p.ap = netip.AddrPortFrom(pa, peer.Port())
 	return p, nil
 }
 
@@ -96,9 +96,9 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 // routing found none: l stays a wildcard for an IPv4 peer, and an IPv6
 // peer fails with EADDRNOTAVAIL, as in Linux.
 func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
-	pa := p.AP.Addr()
+	pa := p.ap.Addr()
 	v4peer := p.Addr.IsMapped()
-	if !l.IsWild() {
+	if !l.isWild() {
 		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
 			return l, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}

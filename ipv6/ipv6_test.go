@@ -41,7 +41,7 @@ func TestBind(t *testing.T) {
 		assert.Equal(t, tc.has4, l.Flags&sock.HasV4 != 0, "%s has4", tc.addr)
 		assert.Equal(t, tc.has6, l.Flags&sock.HasV6 != 0, "%s has6", tc.addr)
 		assert.Equal(t, tc.v6onlyAfter, l.Flags&sock.V6Only != 0, "%s v6only", tc.addr)
-		assert.Equal(t, sock.Addr16Of(netip.MustParseAddr(tc.key)), l.Key(), "%s key", tc.addr)
+		assert.Equal(t, sock.Addr16Of(netip.MustParseAddr(tc.key)), l.key(), "%s key", tc.addr)
 	}
 }
 

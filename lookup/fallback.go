@@ -47,8 +47,8 @@ func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Ref {
 		}
 		// Ties go to the socket bound last: Linux scans the port's
 		// primary chain, where a connect does not move a socket.
-		if s > b.Score || (s == b.Score && e.Sock().Bound > b.E.Sock().Bound) {
-			b.E, b.Score = &e.Face, s
+		if s > b.score || (s == b.score && e.Sock().Bound > b.E.Sock().Bound) {
+			b.E, b.score = &e.Face, s
 		}
 	}
 	if b.E == nil {
@@ -59,4 +59,4 @@ func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Ref {
 
 // ToPlaceholder reports whether q is an IPv4 datagram to the placeholder
 // 127.0.0.6: one that found no receiver goes to PlaceholderFallback.
-func ToPlaceholder(q *Query) bool { return q.Is4 && q.Dst.V4() == ipv6.Placeholder4 }
+func ToPlaceholder(q *Query) bool { return q.is4 && q.Dst.V4() == ipv6.Placeholder4 }

@@ -47,12 +47,12 @@ func Mix(x uint64) uint64 {
 // members, scaled without a division.
 func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 
-// Flow returns q's addressing and flow hash as a group's selector sees
+// flow returns q's addressing and flow hash as a group's selector sees
 // them. It is a value, so that handing it to a selector moves nothing of
 // the lookup to the heap.
-func (q *Query) Flow(hash uint32) sock.Flow {
+func (q *Query) flow(hash uint32) sock.Flow {
 	return sock.Flow{Src: q.Src, Dst: q.Dst, SrcPort: q.SrcPort, DstPort: q.DstPort,
-		Ifindex: q.Ifindex, Is4: q.Is4, Hash: hash, Payload: q.Payload}
+		Ifindex: q.Ifindex, Is4: q.is4, Hash: hash, Payload: q.Payload}
 }
 
 // ReusePort returns what receives q when e wins: e's Ref, or, if e is
@@ -89,7 +89,7 @@ func Member(g *sock.Group, seed uint64, q *Query) *sock.Entry {
 func choose(g *sock.Group, v sock.View, seed uint64, q *Query) int {
 	h := FlowHash(seed, q)
 	if sel := g.Selector(); sel != nil {
-		if i := sel(q.Flow(h), v); uint(i) < uint(v.Len()) {
+		if i := sel(q.flow(h), v); uint(i) < uint(v.Len()) {
 			return i
 		}
 	}

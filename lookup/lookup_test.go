@@ -46,22 +46,22 @@ func TestScore(t *testing.T) {
 		{"::", 0, q6, 1},
 		{"0.0.0.0", 0, q6, -1},
 	} {
-		assert.Equal(t, tc.want, Score(&bound(t, tc.addr, tc.dev).Face, tc.q), "%s dev %d", tc.addr, tc.dev)
+		assert.Equal(t, tc.want, score(&bound(t, tc.addr, tc.dev).Face, tc.q), "%s dev %d", tc.addr, tc.dev)
 	}
 	// Connected: the peer must be the source, and it scores 8 more.
 	e := bound(t, "127.0.0.1", 0)
 	e.Flags |= sock.Connected
 	e.Remote, e.RemotePort = sock.Addr16Of(netip.MustParseAddr("192.0.2.1")), 1000
-	assert.Equal(t, exactTier+2+8, Score(&e.Face, q4))
+	assert.Equal(t, exactTier+2+8, score(&e.Face, q4))
 	e.RemotePort = 1001
-	assert.Equal(t, -1, Score(&e.Face, q4))
+	assert.Equal(t, -1, score(&e.Face, q4))
 	// A Hash4 entry that matches the 4-tuple beats all scores.
 	e.RemotePort = 1000
 	e.Flags |= sock.Hash4
-	assert.Equal(t, hash4Score, Score(&e.Face, q4))
+	assert.Equal(t, hash4Score, score(&e.Face, q4))
 	// Another port never matches.
 	e.Port = 54
-	assert.Equal(t, -1, Score(&e.Face, q4))
+	assert.Equal(t, -1, score(&e.Face, q4))
 }
 
 func TestInitRejects(t *testing.T) {
@@ -78,7 +78,7 @@ func TestInitRejects(t *testing.T) {
 	assert.False(t, q.Init(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:53"), 0), "no source")
 	// A v4-mapped destination is an IPv4 datagram.
 	require.True(t, q.Init(netip.MustParseAddrPort("192.0.2.1:1"), netip.MustParseAddrPort("[::ffff:127.0.0.1]:53"), 0))
-	assert.True(t, q.Is4)
+	assert.True(t, q.is4)
 	assert.Equal(t, uint32(127<<24|1), q.Dst.V4())
 }
 

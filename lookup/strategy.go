@@ -33,31 +33,31 @@ type Tables struct {
 // among equal scores the largest Seq (the most recently bound).
 type Best struct {
 	E     *sock.Face
-	Score int
+	score int
 }
 
 // NewBest returns a Best with no candidate.
-func NewBest() Best { return Best{Score: -1} }
+func NewBest() Best { return Best{score: -1} }
 
 // Offer makes e the winner if it matches q and beats the current one.
 func (b *Best) Offer(e *sock.Face, q *Query) {
-	s := Score(e, q)
-	if s < 0 || s < b.Score {
+	s := score(e, q)
+	if s < 0 || s < b.score {
 		return
 	}
-	if s > b.Score || b.E == nil || e.Seq > b.E.Seq {
-		b.E, b.Score = e, s
+	if s > b.score || b.E == nil || e.Seq > b.E.Seq {
+		b.E, b.score = e, s
 	}
 }
 
 // Exact reports whether e, a candidate for q, is bound to the destination
 // address itself: no wildcard candidate can beat it. A search that finds
 // no other candidate as good may take it at once.
-func Exact(e *sock.Face, q *Query) bool { return Score(e, q) >= exactTier }
+func Exact(e *sock.Face, q *Query) bool { return score(e, q) >= exactTier }
 
 // Exact reports whether the winner is bound to the destination address
 // itself: no wildcard candidate can beat it.
-func (b *Best) Exact() bool { return b.Score >= exactTier }
+func (b *Best) Exact() bool { return b.score >= exactTier }
 
 // ScanPrimary offers every entry of the primary chain from n.
 func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
@@ -73,7 +73,7 @@ func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
 // chain holds none, or scan again.
 func (b *Best) ScanPrimaryTo4(n *sock.Node, q *Query) (stopped bool) {
 	for ; n != nil; n = n.Next.Load() {
-		if b.Offer(&sock.OfPrimary(n).Face, q); b.Score == hash4Score {
+		if b.Offer(&sock.OfPrimary(n).Face, q); b.score == hash4Score {
 			return true
 		}
 	}

@@ -58,8 +58,8 @@ func TestTuple4Init(t *testing.T) {
 }
 
 // TestScore4MatchesScore: for every kind of candidate an IPv4 datagram
-// can meet, Score4 gives Score's answer. Each field takes the datagram's
-// value, a wildcard or another value, so every rule of Score both holds and
+// can meet, Score4 gives score's answer. Each field takes the datagram's
+// value, a wildcard or another value, so every rule of score both holds and
 // fails.
 func TestScore4MatchesScore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -86,7 +86,7 @@ func TestScore4MatchesScore(t *testing.T) {
 			Remote:     sock.Map4(pick(t4.Src, 0xc0000202)),
 			Device:     int32(pick(0, 3, 4)),
 		}
-		want := Score(&e, &q)
+		want := score(&e, &q)
 		require.Equal(t, want, Score4(&e, &t4), "%+v", e)
 		seen[want]++
 		if e.Port == t4.DstPort && e.Remote == sock.Map4(t4.Src) && e.RemotePort == t4.SrcPort {

@@ -16,9 +16,9 @@ var ports = []uint16{5353, 5609, 40000, 40003, 40256}
 type Config struct {
 	Name  string
 	Table demux.Config
-	// PreferUnused: bind(0) must pick an unused port when there is one
+	// preferUnused: bind(0) must pick an unused port when there is one
 	// (the index algorithm does; Linux's bitmap walk need not).
-	PreferUnused bool
+	preferUnused bool
 	// SkipVerify leaves out Table.Verify after every write, and
 	// SkipSnapshot the comparison of the sockets' addresses and options:
 	// only for profiling the rest.
@@ -37,10 +37,10 @@ func Configs() []Config {
 	}
 	const fixed = 256
 	return []Config{
-		{Name: "OnePhase", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.OnePhase }), PreferUnused: true},
-		{Name: "TwoPhase", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.TwoPhase }), PreferUnused: true},
-		{Name: "Hybrid/threshold2", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.Hybrid; c.Threshold = 2 }), PreferUnused: true},
-		{Name: "Hybrid/default", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.Hybrid }), PreferUnused: true},
+		{Name: "OnePhase", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.OnePhase }), preferUnused: true},
+		{Name: "TwoPhase", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.TwoPhase }), preferUnused: true},
+		{Name: "Hybrid/threshold2", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.Hybrid; c.Threshold = 2 }), preferUnused: true},
+		{Name: "Hybrid/default", Table: with(fixed, func(c *demux.Config) { c.Strategy = demux.Hybrid }), preferUnused: true},
 		{Name: "Hybrid/threshold2/bitmap", Table: with(fixed, func(c *demux.Config) {
 			c.Strategy = demux.Hybrid
 			c.Threshold = 2
@@ -49,9 +49,9 @@ func Configs() []Config {
 		// The growing tables (the default storage) under every strategy;
 		// last, so that the seeds of the others (the test's seed plus the
 		// index) stay as they were.
-		{Name: "grow/OnePhase", Table: with(0, func(c *demux.Config) { c.Strategy = demux.OnePhase }), PreferUnused: true},
-		{Name: "grow/TwoPhase", Table: with(0, func(c *demux.Config) { c.Strategy = demux.TwoPhase }), PreferUnused: true},
-		{Name: "grow/Hybrid/threshold2", Table: with(0, func(c *demux.Config) { c.Threshold = 2 }), PreferUnused: true},
-		{Name: "grow/Hybrid/default", Table: with(0, func(c *demux.Config) {}), PreferUnused: true},
+		{Name: "grow/OnePhase", Table: with(0, func(c *demux.Config) { c.Strategy = demux.OnePhase }), preferUnused: true},
+		{Name: "grow/TwoPhase", Table: with(0, func(c *demux.Config) { c.Strategy = demux.TwoPhase }), preferUnused: true},
+		{Name: "grow/Hybrid/threshold2", Table: with(0, func(c *demux.Config) { c.Threshold = 2 }), preferUnused: true},
+		{Name: "grow/Hybrid/default", Table: with(0, func(c *demux.Config) {}), preferUnused: true},
 	}
 }

@@ -87,14 +87,14 @@ func (o Op) String() string {
 // that shrinking keeps looking for the same disagreement.
 type Mismatch struct {
 	Kind string
-	Msg  string
+	msg  string
 }
 
 // Error says what disagreed.
-func (m *Mismatch) Error() string { return m.Kind + ": " + m.Msg }
+func (m *Mismatch) Error() string { return m.Kind + ": " + m.msg }
 
 func mismatchf(kind, format string, args ...any) *Mismatch {
-	return &Mismatch{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+	return &Mismatch{Kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
 // NotErrno is what Errno returns for an error that wraps no errno (always

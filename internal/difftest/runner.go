@@ -48,7 +48,7 @@ func NewRunner(c Config, seed uint64) (*Runner, error) {
 	}
 	m := model.New(model.Config{
 		PortLow: portLow, PortHigh: portHigh, ReservedPorts: []uint16{portReserved},
-		PreferUnused:   c.PreferUnused,
+		PreferUnused:   c.preferUnused,
 		ReusePortIndex: tbl.ReusePortIndex,
 	})
 	return &Runner{tbl: tbl, m: m, ids: map[int]int{}, socks: map[int]*demux.Socket[int]{}, open: map[int]*demux.Socket[int]{}, bindOp: map[int]int{}, snapshot: !c.SkipSnapshot, verify: !c.SkipVerify, seen: map[string]int{}}, nil

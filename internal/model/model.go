@@ -50,10 +50,10 @@ type Config struct {
 	ReusePortIndex func(src, dst netip.AddrPort, n int) int
 }
 
-// ErrEphemeral is returned by Bind for port 0: the model cannot choose the
+// errEphemeral is returned by Bind for port 0: the model cannot choose the
 // table's random port itself, so a test binds the table first and then
 // checks its choice with CheckEphemeral and records it with BindAt.
-var ErrEphemeral = errors.New("model: port 0; use CheckEphemeral and BindAt")
+var errEphemeral = errors.New("model: port 0; use CheckEphemeral and BindAt")
 
 // Socket is the observable state of one bound socket, as Snapshot reports it.
 type Socket struct {
@@ -368,14 +368,14 @@ func (m *Model) leave(s *socket) {
 
 // Bind binds a socket to the explicit port o.Port and returns its id. Errors
 // wrap syscall.EINVAL for bad options and syscall.EADDRINUSE for a conflict;
-// on error nothing changes. Port 0 returns ErrEphemeral.
+// on error nothing changes. Port 0 returns errEphemeral.
 func (m *Model) Bind(o demux.Options) (int, error) {
 	s, err := newSocket(o)
 	if err != nil {
 		return 0, err
 	}
 	if o.Port == 0 {
-		return 0, ErrEphemeral
+		return 0, errEphemeral
 	}
 	if m.conflictsAny(s) {
 		return 0, errno(syscall.EADDRINUSE, "%v port %d in use", o.Addr, o.Port)

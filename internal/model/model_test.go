@@ -78,7 +78,7 @@ func TestBindValidation(t *testing.T) {
 		})
 	}
 	_, err := New(Config{}).Bind(opt("127.0.0.1", 0))
-	assert.ErrorIs(t, err, ErrEphemeral)
+	assert.ErrorIs(t, err, errEphemeral)
 }
 
 func TestSnapshotEffectiveOptions(t *testing.T) {

@@ -286,13 +286,13 @@ func (s *Socket) Pass(old, e *Entry) {
 
 // TupleOf returns e's 4-tuple, with e's Seq as its order.
 func TupleOf(e *Entry) Tuple {
-	return Tuple{Local: e.V6, Remote: e.Remote, LocalPort: e.Port, RemotePort: e.RemotePort, Seq: e.Seq}
+	return Tuple{local: e.V6, remote: e.Remote, localPort: e.Port, remotePort: e.RemotePort, Seq: e.Seq}
 }
 
 // Tuple is a connected socket's 4-tuple, as the 4-tuple hash saw it.
 type Tuple struct {
-	Local, Remote         Addr16
-	LocalPort, RemotePort uint16
+	local, remote         Addr16
+	localPort, remotePort uint16
 	Seq                   uint64 // order of the first connect
 }
 

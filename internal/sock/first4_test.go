@@ -16,7 +16,7 @@ func TestFirst4(t *testing.T) {
 		return &Entry{Face: Face{Port: 53, V6: Map4(10<<24 | 1), Remote: remote, RemotePort: rport, Seq: seq}}
 	}
 	first := entry(peer(1), 4000, 7)
-	want := Tuple{Local: Map4(10<<24 | 1), Remote: peer(1), LocalPort: 53, RemotePort: 4000, Seq: 7}
+	want := Tuple{local: Map4(10<<24 | 1), remote: peer(1), localPort: 53, remotePort: 4000, Seq: 7}
 	for _, tc := range []struct {
 		name string
 		next *Entry

@@ -30,8 +30,8 @@ var (
 	// svcEcho is the bytes a QUIC echo sends and reads back.
 	svcEcho = byRun[int]{16 << 20, 16 << 20}
 	// svcEchoes is how many echoes one QUIC measurement times, on one
-	// connection: one echo of 16 MiB took 0.2 to 0.5 s here, and the
-	// machine's neighbours move single ones by half.
+	// connection: one echo of 16 MiB is long enough to time, but the
+	// machine's neighbours move single ones by a large fraction.
 	svcEchoes = byRun[int]{1, 5}
 	// svcDNSTime is how long one DNS measurement runs.
 	svcDNSTime = byRun[time.Duration]{500 * time.Millisecond, 3 * time.Second}
