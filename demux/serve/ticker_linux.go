@@ -10,8 +10,7 @@ import (
 // ticker ticks every period while started. On Linux it is a timerfd read
 // through the runtime's poller, which its expiry wakes at once: a runtime
 // timer, when no goroutine is running, waits in epoll_wait with a timeout
-// rounded up to a millisecond, so that a tick of a quarter of one took
-// more than a millisecond.
+// rounded up to a millisecond, so that a shorter tick comes late.
 type ticker struct {
 	f  *os.File
 	fd int
