@@ -179,10 +179,17 @@ func (r *moveRace) run(t *testing.T, d time.Duration, least, enough int64, move 
 // moveTable makes a table for the move tests: fillers sockets bound to
 // local:port on devices a lookup on interface 1 never matches, and
 // connected more of them, connected to peer from there. They keep the port
-// above the hybrid threshold, so lookups take the indexes, and make the
-// search of local's secondary slot (fixed tables) or of the address or
-// 4-tuple index (growing tables) long, which widens the window in which a
-// socket can move behind a lookup's back.
+// above the hybrid threshold, so lookups take the indexes. In the fixed
+// tables they also make the search of local's secondary slot long, which
+// widens the window in which a socket can move behind a lookup's back. In
+// the growing tables the unconnected ones lengthen no search: each is
+// keyed by its device, and a lookup on interface 1 reads only the address
+// keys of no device and of device 1. The connected ones are classes of the
+// 4-tuple key (which has no device), scored right after the search reads
+// that key and before it reads the wildcard's, so they do widen the window
+// of a socket that connects to peer from local; scoring that comes after
+// both keys a move crosses are read widens nothing (see grow's
+// TestSearchSeesEveryMove).
 func moveTable(t *testing.T, cfg demux.Config, local netip.Addr, port uint16, peer netip.AddrPort, fillers, connected int) *demux.Table[string] {
 	return moveTableAt(t, cfg, local, local, port, peer, fillers, connected)
 }
