@@ -71,7 +71,7 @@ type Config struct {
 	// CountPaths makes every lookup count the path it took, for
 	// Stats().Lookups. It is off by default because the count is a write
 	// to memory that all cores share: with it, lookups on two cores slow
-	// each other down (DESIGN.md, "Costs", has the measurement).
+	// each other down (DESIGN.md, "Costs", says how it was measured).
 	CountPaths bool
 	// OnPort, if set, hears when a port comes into use and goes out of
 	// use, so that a caller can keep something per port in step with the
