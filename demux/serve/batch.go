@@ -300,6 +300,9 @@ func (b *batch[V]) handle(n int) bool {
 		}
 	}
 	l.c.received.Add(uint64(n - copies))
+	if copies != 0 {
+		l.c.copies.Add(uint64(copies))
+	}
 	if len(b.ds) > 0 {
 		lookupBatch(l.s.t, b.ds, b.out)
 	}

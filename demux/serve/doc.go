@@ -27,8 +27,9 @@
 // Sharing a port with other programs: on Linux the kernel sockets bind
 // with SO_REUSEADDR, which they clear once bound. So a table bind on a
 // port where another program already holds an address with SO_REUSEADDR
-// works, as two programs would share it on Linux: beside systemd-resolved
-// on 127.0.0.53:53, a table socket on 127.0.0.2:53 binds and receives,
+// works, as two programs would share it on Linux: beside a socket on
+// 127.0.0.53:53 (where systemd-resolved listens) with SO_REUSEADDR, a
+// table socket on 127.0.0.2:53 binds and receives,
 // and the other program still receives what is sent to its own address
 // (Linux gives it to the more specific socket; TestShareWithOtherProgram
 // runs the other program in a second process). What the wildcard kernel
@@ -42,7 +43,10 @@
 //     not even with SO_REUSEADDR on both sides or on another specific
 //     address, where Linux would let it bind beside the table's sockets.
 //     That is what keeps a second server (in this process or another)
-//     from binding the same port and taking its datagrams.
+//     from binding the same port and taking its datagrams; with
+//     Options.Readers above 1 it holds only for sockets without
+//     SO_REUSEPORT, since the port's kernel sockets are a group that
+//     another socket of the same user with SO_REUSEPORT may join.
 //   - The table does not see the other program's socket, so it does not
 //     check its own binds against it: when the port first comes into use
 //     beside such a program, a wildcard table socket without ReuseAddr
@@ -118,7 +122,8 @@
 // kept. Multicast and broadcast datagrams, of which the kernel gives every
 // socket of the group a copy, are delivered by the family's first reader
 // only (TestReadersOneCopyOfBroadcast checks that the running kernel
-// copies them).
+// copies IPv4 broadcasts to each socket; IPv6 multicast takes the same
+// path in Linux's UDP code, and is not tested here).
 //
 // # Lifecycle
 //

@@ -74,6 +74,10 @@ type counters struct {
 	replies, replyErrors, readErrors, unhandled               atomic.Uint64
 	icmpSent, icmpLimited, icmpErrors                         atomic.Uint64
 	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
+	// copies counts the multicast and broadcast datagrams that a reader
+	// other than its family's first dropped (Options.Readers): its
+	// tests read it, to see that the kernel copies them to each socket.
+	copies atomic.Uint64
 }
 
 func (c *counters) addTo(st *Stats) {

@@ -170,6 +170,11 @@ func TestReadersOneCopyOfBroadcast(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, map[string]int{"a": sent, "b": sent}, got, "copies per table socket")
 	assert.Equal(t, uint64(sent), s.Stats().Received, "datagrams counted as received")
+	// What the design rests on: the kernel gave the second reader a copy
+	// of each broadcast too. Were it to give each to one socket of the
+	// group, the copies dropped here would be datagrams lost.
+	assert.Zero(t, ls[0].c.copies.Load(), "copies dropped by the first reader")
+	assert.Equal(t, uint64(sent), ls[1].c.copies.Load(), "copies dropped by the second reader")
 }
 
 // queued returns the bytes waiting in l's kernel socket.

@@ -460,7 +460,9 @@ func (s *Server[V]) Close() error {
 type Stats struct {
 	// Ports is the number of ports with open kernel sockets.
 	Ports int
-	// Received counts datagrams read from the kernel sockets.
+	// Received counts datagrams read from the kernel sockets; with
+	// Options.Readers above 1, a multicast or broadcast datagram once,
+	// not once per copy.
 	Received uint64
 	// Delivered counts handler calls and datagrams handed to Conns (a
 	// multicast datagram makes one per receiving socket).
