@@ -118,9 +118,9 @@ func (r *runner) loopback() {
 		"round after round, in sendmmsg batches of 64 from %d sockets, on %s. Three receivers take them in turn: "+
 		"**udpdemux** through `demux/serve` (one wildcard kernel socket with the receive buffer of *nsocks* sockets, "+
 		"recvmmsg reads of up to 64 datagrams, each offering twice the last read's count and at least 8, the table's %s lookup picks one of *nsocks* table sockets) and **kernel** (*nsocks* sockets, one per address, each read by its own "+
-		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks), and **udpdemux, 2 readers** (as udpdemux, with `serve.Options.Readers` 2: two kernel sockets in an SO_REUSEPORT group, each with that buffer and its own reader goroutine). Each row runs the three %s, in the order udpdemux, kernel, 2 readers in the first round and the reverse in the next, in turn, so "+
-		"that a change of the machine's load between pairs touches both alike; each receiver's line shows its run of "+
-		"median received/s, *wrong* counts every run, and the goal compares the median of the pairs' ratios, listed "+
+		"goroutine in recvmmsg batches of 64: the kernel's UDP lookup picks), and **udpdemux, 2 readers** (as udpdemux, with `serve.Options.Readers` 2: two kernel sockets in an SO_REUSEPORT group, each with that buffer and its own reader goroutine). Each row runs the three %s, in rounds that start one receiver later each time (udpdemux, kernel, 2 readers; then kernel, 2 readers, udpdemux; ...), so "+
+		"that a change of the machine's load between rounds touches all alike; each receiver's line shows its run of "+
+		"median received/s, *wrong* counts every run, and the goal compares the median of the rounds' ratios, listed "+
 		"below the table. Drops are datagrams sent but not received "+
 		"(on loopback, only a full receive queue loses them). CPU is this process's (getrusage), which runs only the "+
 		"receiver. Lookup share is the datagrams received times the cost of one lookup (in brackets: the table's "+
@@ -132,27 +132,25 @@ func (r *runner) loopback() {
 		"its destination, and a datagram that reached another socket counts as wrong.\n\n",
 		ndgrams, max(r.c.loopback.payload, 4), senderSockets, where, strategy, times(r.c.runs))
 	var limits []string // what limited each row, from its figures
-	var pairNotes, readerNotes []string
+	var roundNotes, readerNotes []string
 	tb := newTable("nsocks", "ndgrams", "payload", "receiver", "send time", "received", "drops", "wrong",
 		"received/s", "CPU/datagram", "lookup share")
 	receivers := []string{lbDemux, lbKernel, lbDemux2R}
 	for _, nsocks := range rows {
-		// The receivers run in pairs, one after the other, so that a
-		// change of the machine's load between pairs touches both alike,
+		// The receivers run in rounds, one after the other, so that a
+		// change of the machine's load between rounds touches all alike,
 		// in turn first.
 		runs := map[string][]lbResult{}
 		var wrong [3]uint64
 		var rs, rs2, cpu2 []float64 // the rounds' ratios, in run order
-		for pair := range r.c.runs {
+		for round := range r.c.runs {
 			var dps, cpuPer [3]float64
 			for j := range receivers {
-				// Every other pair runs the kernel first, so that what the
-				// first run of a pair pays (a cold sender, a cache the other
-				// left) falls on both receivers alike.
-				i := j
-				if pair%2 == 1 {
-					i = len(receivers) - 1 - j
-				}
+				// Each round starts one receiver later in the list than
+				// the one before, so that what the first run of a round
+				// pays (a cold sender, a cache the other left) falls on
+				// each receiver alike, once in every len(receivers) rounds.
+				i := (j + round) % len(receivers)
 				recv := receivers[i]
 				r.progress("  loopback %d sockets × %d datagrams: %s", nsocks, ndgrams, recv)
 				var res lbResult
@@ -210,7 +208,7 @@ func (r *runner) loopback() {
 			}
 			m := median(rs) // sorts rs
 			r.set(key{scen: scLoopback, n: nsocks, target: lbDemux, shape: lbVsKernel, m: ratioX}, m)
-			pairNotes = append(pairNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(each, ", "), fmtX(m)))
+			roundNotes = append(roundNotes, fmt.Sprintf("%d sockets: %s (median %s)", nsocks, strings.Join(each, ", "), fmtX(m)))
 		}
 		if len(rs2) > 0 {
 			var each []string
@@ -225,9 +223,9 @@ func (r *runner) loopback() {
 		}
 	}
 	r.printf("%s\n", tb)
-	if len(pairNotes) > 0 {
-		r.printf("udpdemux's received/s over the kernel's, pair by pair:\n\n")
-		for _, n := range pairNotes {
+	if len(roundNotes) > 0 {
+		r.printf("udpdemux's received/s over the kernel's, round by round:\n\n")
+		for _, n := range roundNotes {
 			r.printf("- %s\n", n)
 		}
 		r.printf("\n")
