@@ -97,6 +97,27 @@ type Config struct {
 	// caller of Bind or Close with the table consistent (see "Callbacks
 	// that panic" in the package documentation).
 	OnPort func(port uint16, inUse bool) error
+	// OnAddr, if set, hears of the local address of every socket that
+	// binds and of every socket that closes, so that a caller can keep
+	// something per address in step with the table, such as kernel
+	// sockets bound to the addresses the table's sockets use and no
+	// others. local is the address as the bind gave it (zone and
+	// v4-mapped form kept), with the port the socket got; v6Only is the
+	// socket's IPV6_V6ONLY as Linux leaves it (false for an IPv4
+	// address), which tells whether "::" receives IPv4 too.
+	//
+	// OnAddr(local, v6Only, true) is called for every bind, after the
+	// conflict check and after OnPort(port, true) where that is called,
+	// before the socket is published; a non-nil error vetoes the bind as
+	// OnPort's does (OnPort(port, false) then follows if OnPort(port,
+	// true) preceded). OnAddr(local, v6Only, false) is called after the
+	// socket was closed and can no longer be found, with what its bind
+	// reported, before OnPort(port, false); its error is ignored. Connect
+	// and Disconnect call neither: a socket receives only datagrams to an
+	// address that its bind covers, whatever local address a connect gave
+	// it. The locking rules of OnPort apply, and so does what a panic
+	// does, with OnPort's event undone for a bind whose OnAddr panics.
+	OnAddr func(local netip.AddrPort, v6Only, bound bool) error
 }
 
 // DefaultThreshold is the hybrid rule's primary chain length (Linux: 10).

@@ -65,8 +65,9 @@
 //
 // # Callbacks that panic
 //
-// The table calls the caller's code back: Config.OnPort, Config.IsLocal,
-// Config.ZoneIndex and Config.Rand; a group's Selector, and the key
+// The table calls the caller's code back: Config.OnPort, Config.OnAddr,
+// Config.IsLocal, Config.ZoneIndex and Config.Rand; a group's Selector,
+// and the key
 // function given to Rendezvous; the yield function of LookupMulticast;
 // and the loop bodies of the iterators Multicast, Sockets, Ports and
 // Members.All. The table does not recover a panic in any of them: it goes
@@ -78,9 +79,12 @@
 // A write that the panic interrupts before it took effect is undone: a
 // Bind whose OnPort(port, true), IsLocal, ZoneIndex or Rand panics binds
 // nothing, as if OnPort had vetoed it (so OnPort(port, false) does not
-// follow, and the next bind on the port calls OnPort(port, true) again),
-// and a Connect whose ZoneIndex panics leaves the socket as it was. A
-// write that had taken effect is complete: a Close whose OnPort(port,
-// false) panics has closed the socket, and the port is out of use.
-// Lookups and iterations change nothing; a panic only cuts them short.
+// follow, and the next bind on the port calls OnPort(port, true) again);
+// one whose OnAddr panics binds nothing either, and the OnPort(port, true)
+// that preceded it, if any, is followed by OnPort(port, false); and a
+// Connect whose ZoneIndex panics leaves the socket as it was. A write
+// that had taken effect is complete: a Close whose OnPort(port, false)
+// or OnAddr panics has closed the socket, and the port is out of use if
+// that socket was its last (OnPort hears of it even when OnAddr
+// panicked). Lookups and iterations change nothing; a panic only cuts them short.
 package demux

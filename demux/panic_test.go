@@ -4,7 +4,9 @@ import (
 	"errors"
 	mrand "math/rand/v2"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +78,16 @@ func TestCallbackPanics(t *testing.T) {
 			_, _ = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 1)
 		}, 0},
 		{"OnPort/close", func(_ *demux.Table[int], f *panicFixture) { _ = f.lone.Close() }, -1},
+		{"OnAddr/bind", func(tab *demux.Table[int], _ *panicFixture) {
+			_, _ = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: panicNew}, 1)
+		}, 0},
+		{"OnAddr/bind-shared-port", func(tab *demux.Table[int], _ *panicFixture) {
+			_, _ = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: panicMcastPort, ReuseAddr: true}, 1)
+		}, 0},
+		{"OnAddr/bind0", func(tab *demux.Table[int], _ *panicFixture) {
+			_, _ = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 1)
+		}, 0},
+		{"OnAddr/close", func(_ *demux.Table[int], f *panicFixture) { _ = f.lone.Close() }, -1},
 		{"Rand/bind0", func(tab *demux.Table[int], _ *panicFixture) {
 			_, _ = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified()}, 1)
 		}, 0},
@@ -128,9 +140,17 @@ func TestCallbackPanics(t *testing.T) {
 	for _, st := range storages {
 		for _, c := range cases {
 			t.Run(st.name+"/"+c.name, func(t *testing.T) {
-				var a armed
+				// OnAddr has a switch of its own: the other cases' binds
+				// and closes call it too.
+				var a, onAddr armed
+				inUse := map[uint16]bool{} // the ports that OnPort was told of
 				cfg := st.cfg
-				cfg.OnPort = func(uint16, bool) error { a.check(); return nil }
+				cfg.OnPort = func(port uint16, used bool) error {
+					a.check()
+					inUse[port] = used
+					return nil
+				}
+				cfg.OnAddr = func(netip.AddrPort, bool, bool) error { onAddr.check(); return nil }
 				cfg.IsLocal = func(netip.Addr, int) bool { a.check(); return true }
 				cfg.ZoneIndex = func(zone string) (int, error) { a.check(); return strconv.Atoi(zone) }
 				cfg.Rand = armedSource{a: &a, src: mrand.NewPCG(1, 2)}
@@ -139,13 +159,17 @@ func TestCallbackPanics(t *testing.T) {
 				f := panicSetup(t, tab, &a, c.name)
 				want := tab.Len() + c.bound
 
-				a.on.Store(true)
+				sw := &a
+				if strings.HasPrefix(c.name, "OnAddr/") {
+					sw = &onAddr
+				}
+				sw.on.Store(true)
 				panicked := func() (r any) {
 					defer func() { r = recover() }()
 					c.trigger(tab, f)
 					return nil
 				}()
-				a.on.Store(false)
+				sw.on.Store(false)
 				assert.Equal(t, errBoom, panicked, "the callback's panic reaches the caller")
 
 				assert.NoError(t, tab.Verify())
@@ -158,6 +182,18 @@ func TestCallbackPanics(t *testing.T) {
 				assert.Equal(t, want, tab.Stats().Sockets)
 				if c.bound < 0 {
 					assert.True(t, f.lone.Closed(), "a close whose hook panicked has happened")
+				}
+				if !strings.HasPrefix(c.name, "OnPort/") {
+					// The port events of a bind undone, and of a close
+					// complete, were made.
+					var told []uint16
+					for p, used := range inUse {
+						if used {
+							told = append(told, p)
+						}
+					}
+					slices.Sort(told)
+					assert.Equal(t, slices.Collect(tab.Ports()), told, "ports OnPort was told are in use")
 				}
 				panicNextOps(t, tab)
 			})

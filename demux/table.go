@@ -32,6 +32,7 @@ type Table[V any] struct {
 	// Read by writers, written only by New.
 	w       writer[V] // the write side of either storage
 	zones   ipv6.ZoneIndex
+	onAddr  func(netip.AddrPort, bool, bool) error // Config.OnAddr
 	isLocal func(netip.Addr, int) bool
 	home    home[V] // the home of the sockets bound without a zone
 
@@ -80,6 +81,7 @@ func New[V any](cfg Config) (*Table[V], error) {
 		count:    cfg.CountPaths,
 		zones:    cfg.ZoneIndex,
 		isLocal:  cfg.IsLocal,
+		onAddr:   cfg.OnAddr,
 	}
 	t.home.t = t
 	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go

@@ -77,6 +77,9 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	if err := t.occ.Claim(e.Port); err != nil {
 		return opError("bind", s.options(e), err)
 	}
+	if err := t.claimAddr(s, e.Port); err != nil {
+		return opError("bind", s.options(e), err)
+	}
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
 	// The handle is complete before the entry is published: a lookup may
@@ -276,6 +279,29 @@ func (w *writes[V, P, E]) close(s *Socket[V]) error {
 	// panics finds the close complete: the socket is gone, and Len and
 	// Verify agree with the tables.
 	t.n.Add(-1)
-	t.occ.Release(e.Port) // port event 1→0, after unlinking
+	// Port event 1→0, after unlinking and after the address event,
+	// deferred so that it follows an OnAddr that panics too.
+	defer t.occ.Release(e.Port)
+	if t.onAddr != nil {
+		_ = t.onAddr(netip.AddrPortFrom(s.boundAddr(), e.Port), s.s.Opts&optV6Only != 0, false)
+	}
 	return nil
+}
+
+// claimAddr tells OnAddr, if set, that s is about to be bound on port,
+// with port's lock held. If OnAddr vetoes or panics, the port event that
+// Claim may have made is undone, since the bind does not happen.
+func (t *Table[V]) claimAddr(s *Socket[V], port uint16) error {
+	if t.onAddr == nil {
+		return nil
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			t.occ.Release(port)
+		}
+	}()
+	err := t.onAddr(netip.AddrPortFrom(s.boundAddr(), port), s.s.Opts&optV6Only != 0, true)
+	ok = err == nil
+	return err
 }
