@@ -54,7 +54,9 @@ func (l *eventLog) take() []string {
 // nested inside the port's events, before publication and after
 // removal; none for a bind that fails its conflict check, nor for
 // Connect and Disconnect, even when the connect changes the socket's
-// local address; and a close reports what the bind reported.
+// local address; and a close reports what the bind reported, a
+// link-local address's interface included though Disconnect unbound the
+// device.
 func TestAddrEvents(t *testing.T) {
 	mk := func(s string, port uint16) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr(s), port) }
 	cases := []struct {
@@ -71,6 +73,7 @@ func TestAddrEvents(t *testing.T) {
 		{"ipv6 only wildcard", demux.Options{Addr: netip.IPv6Unspecified(), Port: 53, V6Only: true}, "[::]:53 v6only=true", "::1"},
 		{"v4-mapped", demux.Options{Addr: netip.MustParseAddr("::ffff:127.0.0.2"), Port: 53}, "[::ffff:127.0.0.2]:53 v6only=false", "127.0.0.2"},
 		{"link-local", demux.Options{Addr: netip.MustParseAddr("fe80::1%2"), Port: 53}, "[fe80::1%2]:53 v6only=true", "fe80::1"},
+		{"link-local by device", demux.Options{Addr: netip.MustParseAddr("fe80::1"), Device: 2, Port: 53}, "[fe80::1%2]:53 v6only=true", "fe80::1"},
 		{"bind(0)", demux.Options{Addr: netip.MustParseAddr("127.0.0.2")}, "127.0.0.2:40000 v6only=false", "127.0.0.2"},
 	}
 	for _, st := range storages {
@@ -101,7 +104,9 @@ func TestAddrEvents(t *testing.T) {
 				assert.Equal(t, want, l.take(), "bind")
 
 				// A conflicting bind hears nothing.
-				_, err = tbl.Bind(demux.Options{Addr: c.o.Addr, Port: port, V6Only: c.o.V6Only}, "conflict")
+				again := c.o
+				again.Port = port
+				_, err = tbl.Bind(again, "conflict")
 				require.ErrorIs(t, err, syscall.EADDRINUSE)
 				// Connect, which gives a wildcard socket a local address,
 				// and Disconnect hear nothing either.

@@ -101,10 +101,12 @@ type Config struct {
 	// binds and of every socket that closes, so that a caller can keep
 	// something per address in step with the table, such as kernel
 	// sockets bound to the addresses the table's sockets use and no
-	// others. local is the address as the bind gave it (zone and
-	// v4-mapped form kept), with the port the socket got; v6Only is the
-	// socket's IPV6_V6ONLY as Linux leaves it (false for an IPv4
-	// address), which tells whether "::" receives IPv4 too.
+	// others. local is the address as the bind gave it (v4-mapped form
+	// kept), with the port the socket got; a link-local IPv6 address
+	// has as zone the decimal index of the interface it is scoped to,
+	// from its zone or Options.Device. v6Only is true for a socket that
+	// receives no IPv4 (IPV6_V6ONLY, or a specific IPv6 address), which
+	// tells whether "::" receives IPv4 too.
 	//
 	// OnAddr(local, v6Only, true) is called for every bind, after the
 	// conflict check and after OnPort(port, true) where that is called,

@@ -2,6 +2,7 @@ package demux
 
 import (
 	"net/netip"
+	"strconv"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
@@ -24,12 +25,14 @@ type Socket[V any] struct {
 	addr sock.Addr16
 }
 
-// home is a socket's table, with the zone of the address it was bound to:
-// the sockets bound without a zone share their table's, so that a handle
-// keeps one pointer for both.
+// home is a socket's table, with the zone of the address it was bound to
+// and, for a link-local address, the interface it is scoped to: the
+// sockets bound to other addresses share their table's, so that a handle
+// keeps one pointer for all three.
 type home[V any] struct {
-	t    *Table[V]
-	zone string
+	t     *Table[V]
+	zone  string
+	scope int
 }
 
 // The bits of sock.Socket.Opts: the flags a socket was bound with, as
@@ -49,11 +52,12 @@ func (s *Socket[V]) table() *Table[V] {
 	return s.h.t
 }
 
-// setBound records what s keeps of the options o it is bound with in t.
-func (s *Socket[V]) setBound(t *Table[V], o Options) {
+// setBound records what s keeps of the options o it is bound with in t,
+// and scope, the interface its link-local address is scoped to (0: none).
+func (s *Socket[V]) setBound(t *Table[V], o Options, scope int) {
 	s.h = &t.home
-	if z := o.Addr.Zone(); z != "" {
-		s.h = &home[V]{t: t, zone: z}
+	if z := o.Addr.Zone(); z != "" || scope != 0 {
+		s.h = &home[V]{t: t, zone: z, scope: scope}
 	}
 	s.addr = sock.Addr16Of(o.Addr)
 	var f uint8
@@ -78,6 +82,18 @@ func (s *Socket[V]) boundAddr() netip.Addr {
 		return s.addr.Addr(true)
 	}
 	return s.addr.Addr(false).WithZone(s.h.zone)
+}
+
+// eventAddr returns the address s was bound to as Config.OnAddr reports
+// it: as given, but for a link-local address with the index of the
+// interface it is scoped to as zone, which a later connect, disconnect or
+// SetDevice does not change.
+func (s *Socket[V]) eventAddr(port uint16) netip.AddrPort {
+	a := s.boundAddr()
+	if s.h.scope != 0 {
+		a = a.WithZone(strconv.Itoa(s.h.scope))
+	}
+	return netip.AddrPortFrom(a, port)
 }
 
 // options returns the Options of s, whose entry is e.

@@ -28,7 +28,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := new(Socket[V])
-	s.setBound(t, o)
+	s.setBound(t, o, l.Device)
 	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	setLocal(e, l)
 	if l.Device != 0 {
@@ -283,7 +283,7 @@ func (w *writes[V, P, E]) close(s *Socket[V]) error {
 	// deferred so that it follows an OnAddr that panics too.
 	defer t.occ.Release(e.Port)
 	if t.onAddr != nil {
-		_ = t.onAddr(netip.AddrPortFrom(s.boundAddr(), e.Port), s.s.Opts&optV6Only != 0, false)
+		_ = t.onAddr(s.eventAddr(e.Port), s.s.Opts&optV6Only != 0, false)
 	}
 	return nil
 }
@@ -301,7 +301,7 @@ func (t *Table[V]) claimAddr(s *Socket[V], port uint16) error {
 			t.occ.Release(port)
 		}
 	}()
-	err := t.onAddr(netip.AddrPortFrom(s.boundAddr(), port), s.s.Opts&optV6Only != 0, true)
+	err := t.onAddr(s.eventAddr(port), s.s.Opts&optV6Only != 0, true)
 	ok = err == nil
 	return err
 }

@@ -100,6 +100,7 @@ type batch[V any] struct {
 	delivered, unhandled, unmatched, unmatchedMulti uint64
 	cur                                             int    // the message LookupMulticast's callback delivers
 	setAside                                        uint64 // multicast deliveries deferred to a handed-off call (deferTo)
+	elsewhere                                       uint64 // multicast receivers another kernel socket delivers to (PerAddress)
 
 	// The delivery cursor: the next message to deliver, the next of the
 	// unicast lookups, and the batch's size. A helper that takes the
@@ -162,6 +163,12 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 		b.rbufs[i] = make([]byte, 0, size)
 	}
 	b.deliver = func(s *demux.Socket[V], v V) bool {
+		if b.l.s.opts.PerAddress {
+			if o := s.Options(); !b.l.covers(o.Addr, o.V6Only) {
+				b.elsewhere++ // another kernel socket's copy is for s
+				return true
+			}
+		}
 		c := b.l.s.connOf(s) // before Closed, as in handle
 		if s.Closed() {
 			return true
@@ -289,7 +296,7 @@ const minWindow = 8
 // batch over (see deliverRest).
 func (b *batch[V]) handle(n int) bool {
 	l := b.l
-	copies := 0
+	copies, mcast := 0, 0
 	b.ds = b.ds[:0]
 	for i := range n {
 		switch b.kind[i] = b.parse(i); b.kind[i] {
@@ -297,9 +304,15 @@ func (b *batch[V]) handle(n int) bool {
 			b.ds = append(b.ds, b.addr[i])
 		case copied:
 			copies++
+		case multicast:
+			mcast++
 		}
 	}
-	l.c.received.Add(uint64(n - copies))
+	uncounted := copies
+	if mcast != 0 && l.s.opts.PerAddress && !l.addr.IsUnspecified() && l.s.hasWildcard(l.port, l.p6 != nil) {
+		uncounted += mcast // the wildcard's kernel socket counts its copy
+	}
+	l.c.received.Add(uint64(n - uncounted))
 	if copies != 0 {
 		l.c.copies.Add(uint64(copies))
 	}
@@ -360,11 +373,11 @@ func (b *batch[V]) deliverRest() bool {
 				return true
 			}
 		case multicast:
-			before := b.delivered + b.unhandled + b.setAside
+			before := b.delivered + b.unhandled + b.setAside + b.elsewhere
 			b.cur = i
 			a := &b.addr[i]
 			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
-			if b.delivered+b.unhandled+b.setAside == before {
+			if b.delivered+b.unhandled+b.setAside+b.elsewhere == before {
 				b.unmatchedMulti++
 			}
 		}
@@ -479,7 +492,7 @@ func (b *batch[V]) parse(i int) kind {
 	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
 	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
-		if l.more {
+		if l.more.Load() {
 			return copied
 		}
 		return multicast

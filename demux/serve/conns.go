@@ -111,17 +111,23 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 	if !s.owns(sk) {
 		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
 	}
+	// The kernel sockets through which sk receives send its datagrams:
+	// they stay open while sk is bound.
 	s.mu.Lock()
-	ps, stopped := s.ports[o.Port], s.stopped
+	l4, l6 := s.homesLocked(o.Port, o.Addr, o.V6Only)
+	stopped := s.stopped
 	s.mu.Unlock()
-	if stopped || ps == nil {
+	if stopped || (l4 == nil && l6 == nil) {
 		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: ErrStopped}
 	}
 	v6 := !o.Addr.Is4()
 	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(),
-		ps.v4.conn, nil, &s.conns.pool, &s.conns.drops)
-	if ps.v6 != nil {
-		c.k6 = ps.v6.conn
+		nil, nil, &s.conns.pool, &s.conns.drops)
+	if l4 != nil {
+		c.k4 = l4.conn
+	}
+	if l6 != nil {
+		c.k6 = l6.conn
 	}
 	if testPause != nil {
 		testPause()

@@ -1,6 +1,6 @@
 // Package serve serves a demux.Table from real kernel UDP sockets: it opens
 // one wildcard kernel socket per address family and port that the table
-// uses, reads datagrams from them in batches, asks the table which socket
+// uses (or, with Options.PerAddress, one per address), reads datagrams from them in batches, asks the table which socket
 // receives each one, and hands it to a handler with that socket and its
 // value. Replies leave from the address the datagram was sent to.
 //
@@ -33,12 +33,10 @@
 // and the other program still receives what is sent to its own address
 // (Linux gives it to the more specific socket; TestShareWithOtherProgram
 // runs the other program in a second process). What the wildcard kernel
-// sockets cannot do as Linux does:
+// sockets cannot do as Linux does (Options.PerAddress can, see below):
 //   - Another program that holds an address of the port without
 //     SO_REUSEADDR blocks the whole port for the table (EADDRINUSE), where
-//     Linux would let a socket on another specific address bind. That
-//     needs kernel sockets on the table's specific addresses, which serve
-//     does not open.
+//     Linux would let a socket on another specific address bind.
 //   - Once the server serves a port, no other socket binds it on the host,
 //     not even with SO_REUSEADDR on both sides or on another specific
 //     address, where Linux would let it bind beside the table's sockets.
@@ -53,6 +51,37 @@
 //     binds, where Linux would refuse it; and a table socket on the very
 //     address the other program holds binds but receives nothing, since
 //     the kernel gives those datagrams to the other program's socket.
+//
+// With Options.PerAddress the kernel sockets follow the addresses of the
+// table's sockets instead (Config.OnAddr tells the server of each bind
+// and close): one kernel socket per address in use on the port (with
+// Options.Readers, that many), the family's wildcard only while a table
+// socket is bound to it, each closed with the last table socket of its
+// address. The host's other programs then share the port as they would
+// with a program that binds those addresses itself: beside a socket on
+// 127.0.0.53 without SO_REUSEADDR, a table socket on 127.0.0.2 binds and
+// receives, and binds that Linux would refuse (127.0.0.53 itself, a
+// wildcard) fail with the kernel's EADDRINUSE and leave the table as it
+// was; a program that binds another address of the port after the server
+// does so (TestPerAddressSharesPort). The server's own kernel sockets on
+// one port coexist, wildcard and specific, by setting SO_REUSEADDR again
+// on each other for the moment of a bind. A multicast or broadcast
+// datagram reaches the kernel socket of each address it matches (the
+// wildcard's and the group's or broadcast address's); each delivers it
+// only to the table sockets bound to its own address, so that every
+// table socket receives it once. Replies and a Conn's datagrams leave
+// from the kernel socket of the table socket's address. JoinGroup joins
+// on the kernel socket of the group's address, else the family's
+// wildcard, else another of the port's, and the membership ends when
+// that kernel socket closes. An address's kernel socket closes as a
+// port's does without PerAddress (see Lifecycle): if its reader is in a
+// batch, when the batch's replies are sent. A datagram that reaches it
+// in between, sent to that address after its last table socket closed,
+// is lost with it, where Linux would give it to a wildcard socket of the
+// table (without PerAddress only the port's last close has this window,
+// and no socket is left to receive). It is not the default: a service holding
+// thousands of addresses on one port would hold a kernel socket and a
+// reader per address, where the wildcard needs one per family.
 //
 // Outside Linux the kernel sockets set no SO_REUSEADDR: the port must be
 // free.

@@ -17,15 +17,18 @@ import (
 	"github.com/udpdemux/udpdemux/demux"
 )
 
-// listener is one kernel socket, bound to the wildcard address of its
-// family and a port, and the reader goroutine that serves it.
+// listener is one kernel socket, bound to a port and to the wildcard
+// address of its family or (Options.PerAddress) an address of the
+// table's sockets, and the reader goroutine that serves it.
 type listener[V any] struct {
 	s    *Server[V]
 	port uint16
-	// more is set on a reader other than its family's first
+	addr netip.Addr // its key's address (sockKey)
+	// more is set on a reader other than its address's first
 	// (Options.Readers): it drops its copies of multicast and broadcast
-	// datagrams, which the first delivers.
-	more bool
+	// datagrams, which the first delivers. It is cleared when the first
+	// closed and the address, taken back while draining, keeps this one.
+	more atomic.Bool
 	conn *net.UDPConn
 	p4   *ipv4.PacketConn // one of p4 and p6 is set
 	p6   *ipv6.PacketConn
@@ -96,12 +99,13 @@ func (c *counters) addTo(st *Stats) {
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 
-// listen opens a kernel socket of port for IPv4 or IPv6: the first of its
-// family, or another reader's (Options.Readers) if more.
-func (s *Server[V]) listen(port uint16, v6, more bool) (*listener[V], error) {
-	network, addr := "udp4", netip.AddrPortFrom(netip.IPv4Unspecified(), port)
+// listen opens a kernel socket of key k: the first of its address, or
+// another reader's (Options.Readers) if more.
+func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
+	v6 := k.addr.Is6()
+	network, addr := "udp4", netip.AddrPortFrom(k.addr, k.port)
 	if v6 {
-		network, addr = "udp6", netip.AddrPortFrom(netip.IPv6Unspecified(), port)
+		network = "udp6"
 	}
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -110,6 +114,9 @@ func (s *Server[V]) listen(port uint16, v6, more bool) (*listener[V], error) {
 			if serr == nil && s.opts.Readers > 1 {
 				serr = setReusePort(int(fd))
 			}
+			if serr == nil && s.opts.FreeBind && !k.addr.IsUnspecified() {
+				serr = setFreeBind(int(fd))
+			}
 		})
 		return errors.Join(err, serr)
 	}}
@@ -117,7 +124,8 @@ func (s *Server[V]) listen(port uint16, v6, more bool) (*listener[V], error) {
 	if err != nil {
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
-	l := &listener[V]{s: s, port: port, conn: pc.(*net.UDPConn), window: s.opts.Batch, more: more}
+	l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+	l.more.Store(more)
 	if l.rc, err = l.conn.SyscallConn(); err != nil {
 		_ = l.conn.Close()
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)

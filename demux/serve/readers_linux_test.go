@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,14 +23,23 @@ import (
 // readersWait bounds every wait of the readers' tests.
 const readersWait = 10 * time.Second
 
-// portListeners returns the kernel sockets serving port.
+// portListeners returns the kernel sockets serving port: by address
+// (IPv4 first), each address's first reader first.
 func portListeners[V any](s *Server[V], port uint16) []*listener[V] {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ps := s.ports[port]; ps != nil {
-		return ps.all()
+	var keys []sockKey
+	for k := range s.groups {
+		if k.port == port {
+			keys = append(keys, k)
+		}
 	}
-	return nil
+	slices.SortFunc(keys, func(x, y sockKey) int { return x.addr.Compare(y.addr) })
+	var ls []*listener[V]
+	for _, k := range keys {
+		ls = append(ls, s.groups[k].ls...)
+	}
+	return ls
 }
 
 // TestReadersSpreadFlows: with Options.Readers 2, the kernel spreads a

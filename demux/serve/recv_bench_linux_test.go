@@ -37,7 +37,7 @@ func benchReceive(b *testing.B, queued int) {
 		h:    func(r *Request[int]) { got++ },
 		opts: Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048},
 	}
-	l, err := s.listen(0, false, false)
+	l, err := s.listen(sockKey{addr: any4}, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,3 +9,8 @@ import "errors"
 func setReusePort(fd int) error {
 	return errors.New("serve: Options.Readers above 1 needs Linux")
 }
+
+// setFreeBind fails outside Linux, where IP_FREEBIND is not portable.
+func setFreeBind(fd int) error {
+	return errors.New("serve: FreeBind with PerAddress needs Linux")
+}

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/udpdemux/udpdemux/demux"
@@ -82,6 +81,22 @@ type Options struct {
 	// lets any process of the same user that sets SO_REUSEPORT join the
 	// port and take a share of its datagrams: hence 1 by default.
 	Readers int
+	// PerAddress binds the kernel sockets to the addresses that the
+	// table's sockets are bound to, instead of to the wildcard of each
+	// family: a table socket on 127.0.0.2 opens a kernel socket on
+	// 127.0.0.2 (with Readers, that many), shared by every table socket
+	// bound to that address and closed with the last of them; a table
+	// socket on a wildcard opens the family's wildcard (both families for
+	// a dual-stack "::"). The host's other programs can then use the
+	// port's other addresses as they could beside a program that binds
+	// those addresses itself, and a table bind where the kernel refuses
+	// its kernel socket (another program holds the address, or the
+	// wildcard, without SO_REUSEADDR) fails with the kernel's error,
+	// EADDRINUSE. It is not the default because a service with thousands
+	// of addresses on one port would hold thousands of kernel sockets and
+	// reader goroutines where the wildcard needs one. With FreeBind, the
+	// kernel sockets set IP_FREEBIND.
+	PerAddress bool
 }
 
 // ErrStopped is the error of a bind on a new port after Stop.
@@ -96,12 +111,15 @@ type Server[V any] struct {
 	bcast broadcastCache
 	local hostAddrs
 
-	mu    sync.Mutex
-	ports map[uint16]*portSockets[V] // open kernel sockets
-	// draining are the kernel sockets of ports out of use whose readers
-	// are in a batch: each closes its socket when the batch's replies
-	// are sent, unless a bind on the port takes it back first.
-	draining map[uint16]*portSockets[V]
+	mu sync.Mutex
+	// groups are the open kernel sockets, by port and local address, and
+	// ports counts the groups of each port.
+	groups map[sockKey]*sockGroup[V]
+	ports  map[uint16]int
+	// draining are the kernel sockets of addresses out of use whose
+	// readers are in a batch: each closes its socket when the batch's
+	// replies are sent, unless a bind takes the address back first.
+	draining map[sockKey][]*listener[V]
 	readers  map[*listener[V]]struct{} // listeners whose reader runs
 	retired  Stats                     // counts of readers that ended
 	stopped  bool
@@ -117,25 +135,6 @@ type Server[V any] struct {
 	batches batches[V] // the readers' buffers
 }
 
-// portSockets are the kernel sockets of one port: the first of each
-// family, which sends, joins groups and delivers multicast and broadcast,
-// and the other readers' (Options.Readers), which only read unicast.
-type portSockets[V any] struct {
-	v4, v6 *listener[V]
-	more   []*listener[V]
-}
-
-// all returns the kernel sockets of ps.
-func (ps *portSockets[V]) all() []*listener[V] {
-	ls := make([]*listener[V], 0, 2+len(ps.more))
-	for _, l := range []*listener[V]{ps.v4, ps.v6} {
-		if l != nil {
-			ls = append(ls, l)
-		}
-	}
-	return append(ls, ps.more...)
-}
-
 // New makes a table with cfg and a server for it that calls h for every
 // datagram the table's sockets receive, except those of sockets with a
 // Conn (ListenPacket, SocketConn), which go to the Conn. h may be nil
@@ -144,7 +143,9 @@ func (ps *portSockets[V]) all() []*listener[V] {
 // called after the server has opened (before it has closed) a port's
 // kernel sockets; its veto closes them again, and so does its panic,
 // which then reaches the caller of Bind with the port's kernel sockets
-// and readers gone.
+// and readers gone. With Options.PerAddress the same holds for
+// cfg.OnAddr and the kernel sockets of the socket's address, and OnPort
+// is only told.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.Readers <= 0 {
 		o.Readers = 1
@@ -155,7 +156,11 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if o.MaxDatagram <= 0 {
 		o.MaxDatagram = 2048
 	}
-	s := &Server[V]{h: h, opts: o, ports: map[uint16]*portSockets[V]{}, draining: map[uint16]*portSockets[V]{}, readers: map[*listener[V]]struct{}{}}
+	s := &Server[V]{
+		h: h, opts: o,
+		groups: map[sockKey]*sockGroup[V]{}, ports: map[uint16]int{},
+		draining: map[sockKey][]*listener[V]{}, readers: map[*listener[V]]struct{}{},
+	}
 	// As many batches stay allocated as readers can run at once; more
 	// are in use only while readers wait (for a core, or in a handler).
 	s.batches.keep = runtime.GOMAXPROCS(0)
@@ -170,35 +175,29 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	if cfg.IsLocal == nil && !o.FreeBind {
 		cfg.IsLocal = s.local.isLocal
 	}
-	user := cfg.OnPort
-	cfg.OnPort = func(port uint16, inUse bool) error {
-		if !inUse {
-			s.closePort(port)
-			if user != nil {
-				_ = user(port, false)
-			}
-			return nil
+	// Without PerAddress the port's event opens the wildcards; with it,
+	// each socket's bind opens its address's, and the port's event only
+	// reaches the caller's hook.
+	if o.PerAddress {
+		cfg.OnAddr = guard(cfg.OnAddr, func(a netip.AddrPort, v6Only bool) error {
+			return s.acquire(a.Port(), a.Addr(), v6Only)
+		}, func(a netip.AddrPort, v6Only bool) {
+			s.release(a.Port(), a.Addr(), v6Only)
+		})
+	} else {
+		user := cfg.OnPort
+		var onPort func(netip.AddrPort, bool, bool) error
+		if user != nil {
+			onPort = func(a netip.AddrPort, _, inUse bool) error { return user(a.Port(), inUse) }
 		}
-		if err := s.openPort(port); err != nil {
-			return err
+		hook := guard(onPort, func(a netip.AddrPort, _ bool) error {
+			return s.acquire(a.Port(), any6, false)
+		}, func(a netip.AddrPort, _ bool) {
+			s.release(a.Port(), any6, false)
+		})
+		cfg.OnPort = func(port uint16, inUse bool) error {
+			return hook(netip.AddrPortFrom(netip.Addr{}, port), false, inUse)
 		}
-		if user == nil {
-			return nil
-		}
-		// The table undoes a bind whose hook panics without an
-		// OnPort(port, false) to follow, so the kernel sockets just
-		// opened are closed here, on the way out of a veto or a panic.
-		kept := false
-		defer func() {
-			if !kept {
-				s.closePort(port)
-			}
-		}()
-		if err := user(port, true); err != nil {
-			return err
-		}
-		kept = true
-		return nil
 	}
 	t, err := demux.New[V](cfg)
 	if err != nil {
@@ -213,127 +212,6 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 
 // Table returns the served table. Bind on it to receive datagrams.
 func (s *Server[V]) Table() *demux.Table[V] { return s.t }
-
-// openPort opens port's kernel sockets and starts their readers. It runs
-// in the table's port hook.
-func (s *Server[V]) openPort(port uint16) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		return ErrStopped
-	}
-	// A kernel socket still draining holds the port on the host: the
-	// port's new life takes it back rather than fail to bind another.
-	d := s.draining[port]
-	delete(s.draining, port)
-	reuse := func(l *listener[V]) *listener[V] {
-		if l == nil {
-			return nil
-		}
-		l.bmu.Lock()
-		defer l.bmu.Unlock()
-		if l.closeAfter {
-			l.closeAfter = false
-			return l
-		}
-		return nil
-	}
-	ps, fresh := &portSockets[V]{}, &portSockets[V]{}
-	if d != nil {
-		ps.v4, ps.v6 = reuse(d.v4), reuse(d.v6)
-		for _, l := range d.more {
-			if l = reuse(l); l != nil {
-				ps.more = append(ps.more, l)
-			}
-		}
-	}
-	var err error
-	if ps.v4 == nil {
-		if ps.v4, err = s.listen(port, false, false); err != nil {
-			s.drainLocked(port, ps)
-			return err
-		}
-		fresh.v4 = ps.v4
-	}
-	if !s.opts.IPv4Only && ps.v6 == nil {
-		ps.v6, err = s.listen(port, true, false)
-		switch {
-		case errors.Is(err, syscall.EAFNOSUPPORT):
-			// A kernel without IPv6: serve IPv4 only.
-		case err != nil:
-			ps.v6 = nil
-			s.drainLocked(port, ps)
-			return err
-		}
-		fresh.v6 = ps.v6
-	}
-	for _, first := range []*listener[V]{ps.v4, ps.v6} {
-		if first == nil {
-			continue
-		}
-		v6 := first.p6 != nil
-		have := 1
-		for _, l := range ps.more {
-			if (l.p6 != nil) == v6 {
-				have++
-			}
-		}
-		for ; have < s.opts.Readers; have++ {
-			l, err := s.listen(port, v6, true)
-			if err != nil {
-				s.drainLocked(port, ps)
-				return err
-			}
-			ps.more = append(ps.more, l)
-			fresh.more = append(fresh.more, l)
-		}
-	}
-	s.ports[port] = ps
-	for _, l := range fresh.all() {
-		s.readers[l] = struct{}{}
-		l.goroutines++
-		s.wg.Add(1)
-		go l.run(nil)
-	}
-	return nil
-}
-
-// closePort closes port's kernel sockets: now if their readers are
-// between batches, else when the batch they are handling has sent its
-// replies (the port's last socket may close in a handler that has
-// replied). Datagrams still queued in the kernel are lost, as they are
-// when a socket is closed.
-func (s *Server[V]) closePort(port uint16) {
-	s.mu.Lock()
-	ps := s.ports[port]
-	delete(s.ports, port)
-	if ps != nil {
-		s.drainLocked(port, ps)
-	}
-	s.mu.Unlock()
-	s.nudgeWatcher() // a Conn's socket may have been the port's last
-}
-
-// drainLocked closes the kernel sockets of ps, port's, whose readers are
-// between batches and leaves the others to close at their batch's end.
-// It runs under s.mu.
-func (s *Server[V]) drainLocked(port uint16, ps *portSockets[V]) {
-	pending := false
-	for _, l := range ps.all() {
-		l.bmu.Lock()
-		if l.busy > 0 {
-			l.closeAfter = true
-			pending = true
-		} else {
-			l.closing.Store(true)
-			_ = l.conn.Close()
-		}
-		l.bmu.Unlock()
-	}
-	if pending {
-		s.draining[port] = ps
-	}
-}
 
 // begin marks a goroutine of l as handling a batch: a close of its port
 // waits for the batch's end. It takes l's lock, not the server's: a
@@ -361,11 +239,12 @@ func (s *Server[V]) end(l *listener[V]) bool {
 	l.closing.Store(true)
 	_ = l.conn.Close()
 	l.bmu.Unlock()
-	// The port drained when none of its kernel sockets waits to close.
+	// The address drained when none of its kernel sockets waits to close.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if d := s.draining[l.port]; d != nil && !slices.ContainsFunc(d.all(), (*listener[V]).waitsToClose) {
-		delete(s.draining, l.port)
+	k := sockKey{l.port, l.addr}
+	if d := s.draining[k]; d != nil && !slices.ContainsFunc(d, (*listener[V]).waitsToClose) {
+		delete(s.draining, k)
 	}
 	return true
 }
@@ -431,12 +310,13 @@ func (s *Server[V]) Stop() error {
 	s.conns.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for port, ps := range s.ports {
-		for _, l := range ps.all() {
+	for k, g := range s.groups {
+		for _, l := range g.ls {
 			_ = l.conn.Close()
 		}
-		delete(s.ports, port)
+		delete(s.groups, k)
 	}
+	clear(s.ports)
 	if s.icmp != nil {
 		// The readers, its only users, have ended.
 		s.icmp.close()
@@ -461,7 +341,9 @@ type Stats struct {
 	// Ports is the number of ports with open kernel sockets.
 	Ports int
 	// Received counts datagrams read from the kernel sockets; with
-	// Options.Readers above 1, a multicast or broadcast datagram once,
+	// Options.Readers above 1, or Options.PerAddress (where the kernel
+	// sockets of a wildcard and of the datagram's group or broadcast
+	// address each get a copy), a multicast or broadcast datagram once,
 	// not once per copy.
 	Received uint64
 	// Delivered counts handler calls and datagrams handed to Conns (a
@@ -530,23 +412,6 @@ func (s *Server[V]) JoinGroup(port uint16, ifindex int, group netip.Addr) error 
 		return l.p6.JoinGroup(ifi, ga)
 	}
 	return l.p4.JoinGroup(ifi, ga)
-}
-
-// listenerFor returns the kernel socket of port for addresses of a's
-// family.
-func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ps := s.ports[port]
-	switch {
-	case ps == nil:
-		return nil, fmt.Errorf("udpdemux: port %d is not in use in the table", port)
-	case a.Unmap().Is4():
-		return ps.v4, nil
-	case ps.v6 == nil:
-		return nil, errors.New("udpdemux: no IPv6 kernel socket (IPv4Only)")
-	}
-	return ps.v6, nil
 }
 
 // WriteTo sends b to the address to from the port's kernel socket, with
