@@ -527,8 +527,25 @@ func (c mcastCase) run(t *testing.T, opts serve.Options) {
 	slices.Sort(got)
 	require.Equal(t, want, got, "the table's receivers")
 
-	_, err = cl.WriteToUDPAddrPort([]byte("m1"), dst)
-	require.NoError(t, err)
+	// The datagram is sent again, up to three times, only while the
+	// server has read nothing: CI once saw the IPv6 link-local case's
+	// datagram never reach the server's kernel socket (no reply within
+	// 3 s), which 60 runs beside four busy loops did not reproduce; a
+	// loss before the server is the namespace's, not the server's. Once
+	// the server has read it, deliveries and replies must be exact.
+	for try := 0; ; try++ {
+		_, err = cl.WriteToUDPAddrPort([]byte("m1"), dst)
+		require.NoError(t, err)
+		deadline := time.Now().Add(time.Second)
+		for e.srv.Stats().Received == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if e.srv.Stats().Received != 0 {
+			break
+		}
+		require.Less(t, try, 2, "the datagram never reached the server")
+		t.Logf("the datagram did not reach the server within 1 s; sent again")
+	}
 	// The replies of a datagram are sent after all its deliveries, so
 	// once they are in, every delivery is recorded.
 	buf := make([]byte, 512)
@@ -537,7 +554,7 @@ func (c mcastCase) run(t *testing.T, opts serve.Options) {
 		wantReplies = append(wantReplies, v+"|m1")
 		require.NoError(t, cl.SetReadDeadline(time.Now().Add(readTimeout)))
 		n, from, err := cl.ReadFromUDPAddrPort(buf)
-		require.NoError(t, err, "replies so far: %v", replies)
+		require.NoError(t, err, "replies so far: %v; server %+v; deliveries %v", replies, e.srv.Stats(), e.rec.get("m1"))
 		replies = append(replies, string(buf[:n]))
 		assert.Equal(t, src.Addr().WithZone(""), from.Addr().WithZone("").Unmap(),
 			"a reply to a multicast or broadcast datagram leaves from a unicast address")

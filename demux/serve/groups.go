@@ -118,8 +118,14 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 	var ls []*listener[V]
 	for _, l := range s.draining[k] {
 		l.bmu.Lock()
-		if l.closeAfter {
+		switch {
+		case l.closeAfter:
 			l.closeAfter = false
+			ls = append(ls, l)
+		case l.drain:
+			// Its reader reads on as before.
+			l.drain = false
+			l.draining.Store(false)
 			ls = append(ls, l)
 		}
 		l.bmu.Unlock()

@@ -42,6 +42,11 @@ type listener[V any] struct {
 	bmu        sync.Mutex
 	busy       int
 	closeAfter bool
+	// drain is set, under bmu, when the reader is to read the socket's
+	// queue dry and then close it (Server.end); draining mirrors it for
+	// the reader's reads, which do not take bmu.
+	drain    bool
+	draining atomic.Bool
 	goroutines int
 	// rc reads the socket; readFn is the reader's callback for it
 	// (tryRead), made once. cur is the batch that l's reader holds, nil
@@ -196,7 +201,7 @@ func (l *listener[V]) run(taken *batch[V]) {
 		if !handed {
 			l.disarm()
 		}
-		if l.s.end(l) || handed {
+		if l.s.end(l, !handed) || handed {
 			l.done(taken, handed)
 			return
 		}
@@ -205,8 +210,11 @@ func (l *listener[V]) run(taken *batch[V]) {
 		b, n, err := l.readBatch()
 		if err != nil {
 			l.release()
-			if l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+			if l.s.closeDrained(l) || l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if errors.Is(err, syscall.EAGAIN) {
+				continue // read dry while draining, then taken back
 			}
 			l.c.readErrors.Add(1)
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
@@ -218,7 +226,7 @@ func (l *listener[V]) run(taken *batch[V]) {
 		if !handed {
 			l.disarm() // a handed-off batch's timer is its helper's
 		}
-		if l.s.end(l) || handed {
+		if l.s.end(l, !handed) || handed {
 			l.done(b, handed)
 			return
 		}

@@ -96,6 +96,13 @@ func TestPerAddressSharesPort(t *testing.T) {
 
 	require.NoError(t, a.Close())
 	assert.Empty(t, keysOfPort(s, port), "kernel sockets after the close")
+	// The kernel socket closes once its reader, which may still be ending
+	// the batch that delivered "to-a", has read its queue dry.
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.draining) == 0
+	}, 5*time.Second, time.Millisecond, "127.0.0.2's kernel socket closes")
 	again, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2), Port: int(port)})
 	require.NoError(t, err, "the address is free once its table sockets closed")
 	again.Close()
@@ -301,4 +308,77 @@ func TestPerAddressHookPanic(t *testing.T) {
 	assert.Equal(t, []string{"127.0.0.2"}, keysOfPort(s, port))
 	require.NoError(t, sk.Close())
 	assert.Empty(t, keysOfPort(s, port))
+}
+
+// TestPerAddressCloseDrainsQueue: when an address's last table socket
+// closes while its kernel socket's reader is in a batch, that kernel
+// socket stays open until the batch ends; a datagram sent to the address
+// meanwhile waits in its queue. The reader reads the queue dry before it
+// closes the socket, so that the table's wildcard socket receives the
+// datagram, as on Linux, instead of its being lost with the socket.
+func TestPerAddressCloseDrainsQueue(t *testing.T) {
+	closed, proceed := make(chan struct{}), make(chan struct{})
+	late := make(chan string, 1)
+	var a *demux.Socket[string]
+	s, err := New[string](demux.Config{}, func(r *Request[string]) {
+		switch r.Value {
+		case "a":
+			_ = r.Socket.Close() // the last table socket on 127.0.0.2
+			close(closed)
+			<-proceed
+		case "w":
+			late <- string(r.Payload)
+		}
+	}, Options{PerAddress: true})
+	require.NoError(t, err)
+	defer s.Close()
+	port := freeKernelPort(t)
+	for _, b := range []struct{ addr, val string }{{"0.0.0.0", "w"}, {"127.0.0.2", "a"}} {
+		sk, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr(b.addr), Port: port, ReuseAddr: true}, b.val)
+		require.NoError(t, err)
+		if b.val == "a" {
+			a = sk
+		}
+	}
+	var la *listener[string]
+	for _, l := range portListeners(s, port) {
+		if l.addr == netip.MustParseAddr("127.0.0.2") {
+			la = l
+		}
+	}
+	require.NotNil(t, la)
+	// The handler waits for the test: no look may hand its call off,
+	// which would give the socket a new reader.
+	la.registered.Store(true)
+
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+	_, err = c.WriteToUDPAddrPort([]byte("first"), dst)
+	require.NoError(t, err)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a's handler did not run")
+	}
+	require.True(t, a.Closed())
+	_, err = c.WriteToUDPAddrPort([]byte("late"), dst)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return queued(t, la) > 0 }, 5*time.Second, time.Millisecond,
+		"the late datagram waits in 127.0.0.2's kernel socket")
+	close(proceed)
+	select {
+	case p := <-late:
+		assert.Equal(t, "late", p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the datagram sent after the close was lost")
+	}
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.draining) == 0
+	}, 5*time.Second, time.Millisecond, "127.0.0.2's kernel socket closes")
+	assert.True(t, la.closing.Load(), "127.0.0.2's kernel socket closed")
+	assert.Equal(t, []string{"0.0.0.0"}, keysOfPort(s, port))
 }

@@ -91,6 +91,10 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 	return b, l.got, nil
 }
 
+// drainsQueue says that a reader can read its socket's queue dry before
+// the socket closes (Server.end).
+const drainsQueue = true
+
 // initReader makes l's callback for rc.Read, once: one made per read
 // would escape to the heap.
 func (l *listener[V]) initReader() { l.readFn = l.tryRead }
@@ -110,6 +114,12 @@ func (l *listener[V]) tryRead(fd uintptr) bool {
 	n, e := b.rx.recvmmsg(fd, want)
 	if e == syscall.EAGAIN {
 		l.release()
+		if l.draining.Load() {
+			// Read dry: the read fails, and the reader closes the
+			// socket (Server.closeDrained) unless it was taken back.
+			l.got, l.errno = 0, syscall.EAGAIN
+			return true
+		}
 		return false
 	}
 	l.got, l.errno = n, e

@@ -228,7 +228,13 @@ func (l *listener[V]) begin() {
 // end marks the end of a batch of l's, whose replies are sent, and closes
 // l's kernel socket if its port went out of use meanwhile and no other
 // batch of l's is in progress. It reports whether it closed it.
-func (s *Server[V]) end(l *listener[V]) bool {
+//
+// With Options.PerAddress, when the caller is l's reader, it leaves the
+// socket open and sets l to drain instead: the reader reads what the
+// kernel queued on the socket meanwhile (datagrams sent to the address
+// after its last table socket closed, which a wildcard of the table may
+// receive) until the queue is empty, and then closes it (closeDrained).
+func (s *Server[V]) end(l *listener[V], reader bool) bool {
 	l.bmu.Lock()
 	l.busy--
 	if l.busy > 0 || !l.closeAfter {
@@ -236,17 +242,46 @@ func (s *Server[V]) end(l *listener[V]) bool {
 		return false
 	}
 	l.closeAfter = false
+	if reader && s.opts.PerAddress && drainsQueue {
+		l.drain = true
+		l.draining.Store(true)
+		l.bmu.Unlock()
+		return false
+	}
 	l.closing.Store(true)
 	_ = l.conn.Close()
 	l.bmu.Unlock()
-	// The address drained when none of its kernel sockets waits to close.
+	s.forgetDrained(l)
+	return true
+}
+
+// closeDrained closes l's socket if l was set to drain (end) and has not
+// been taken back meanwhile, and reports whether it did. l's reader calls
+// it when a read fails: when the queue is empty, or the server stops.
+func (s *Server[V]) closeDrained(l *listener[V]) bool {
+	l.bmu.Lock()
+	if !l.drain {
+		l.bmu.Unlock()
+		return false
+	}
+	l.drain = false
+	l.draining.Store(false)
+	l.closing.Store(true)
+	_ = l.conn.Close()
+	l.bmu.Unlock()
+	s.forgetDrained(l)
+	return true
+}
+
+// forgetDrained forgets the address of l, which closed, as draining when
+// none of its kernel sockets waits to close any more.
+func (s *Server[V]) forgetDrained(l *listener[V]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := sockKey{l.port, l.addr}
 	if d := s.draining[k]; d != nil && !slices.ContainsFunc(d, (*listener[V]).waitsToClose) {
 		delete(s.draining, k)
 	}
-	return true
 }
 
 // waitsToClose reports whether l, if not nil, closes when its batches
@@ -257,7 +292,7 @@ func (l *listener[V]) waitsToClose() bool {
 	}
 	l.bmu.Lock()
 	defer l.bmu.Unlock()
-	return l.closeAfter
+	return l.closeAfter || l.drain
 }
 
 // exit notes the end of a goroutine of l's; the last retires l, adding
