@@ -88,9 +88,9 @@ func (s rowModelSUT) local(id int) netip.AddrPort {
 // bind binds o; port 0 takes 40000, where the table would choose one.
 func (s rowModelSUT) bind(o demux.Options) (int, error) {
 	if o.Port == 0 {
-		return s.m.BindAt(o, 40000)
+		return s.m.BindAt(model.Options(o), 40000)
 	}
-	return s.m.Bind(o)
+	return s.m.Bind(model.Options(o))
 }
 func (s rowModelSUT) connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	return s.m.Connect(id, remote, local)
