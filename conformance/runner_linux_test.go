@@ -10,7 +10,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/demux"
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // The runner's state: the tables under test, the open sockets on every
@@ -166,10 +166,10 @@ func errnoString(e syscall.Errno) string {
 }
 
 // errUnknown stands for a table error that wraps no errno.
-const errUnknown = difftest.NotErrno
+const errUnknown = demuxtest.NotErrno
 
 // errnoOf maps a table error to its errno.
-func errnoOf(err error) syscall.Errno { return difftest.Errno(err) }
+func errnoOf(err error) syscall.Errno { return demuxtest.Errno(err) }
 
 func (r *runner) sockName(id int) string {
 	if id < 0 {

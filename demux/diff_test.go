@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // The differential tests run sequences of operations on the reference
 // model and on a demux.Table under every configuration of
-// difftest.Configs, and compare every answer (see package
-// internal/difftest). On a mismatch the random test shrinks the sequence
+// demuxtest.Configs, and compare every answer (see package
+// demux/demuxtest). On a mismatch the random test shrinks the sequence
 // and prints the smallest one it found, one op a line.
 
 var (
@@ -28,9 +28,9 @@ var (
 	diffSnapshot = flag.Bool("diff.snapshot", true, "compare the sockets' addresses and options after every write")
 )
 
-// diffConfigs are difftest.Configs with the flags applied.
-func diffConfigs() []difftest.Config {
-	cs := difftest.Configs()
+// diffConfigs are demuxtest.Configs with the flags applied.
+func diffConfigs() []demuxtest.Config {
+	cs := demuxtest.Configs()
 	for i := range cs {
 		cs[i].SkipVerify, cs[i].SkipSnapshot = !*diffVerify, !*diffSnapshot
 	}
@@ -48,20 +48,20 @@ func TestDifferential(t *testing.T) {
 	for ci, c := range diffConfigs() {
 		t.Run(c.Name, func(t *testing.T) {
 			seed := *diffSeed + uint64(ci)
-			r, err := difftest.NewRunner(c, seed)
+			r, err := demuxtest.NewRunner(c, seed)
 			require.NoError(t, err)
-			g := difftest.NewGenerator(r, rand.NewPCG(seed, 0xd1ff))
+			g := demuxtest.NewGenerator(r, rand.NewPCG(seed, 0xd1ff))
 			ops, err := g.Run(n)
 			if err != nil {
 				last := ops[len(ops)-1]
-				var mm *difftest.Mismatch
+				var mm *demuxtest.Mismatch
 				if !errors.As(err, &mm) {
 					t.Fatalf("op %d %v: %v", len(ops)-1, last, err)
 				}
-				small := difftest.Shrink(c, seed, ops, mm.Kind)
-				_, serr := difftest.Run(c, seed, small)
+				small := demuxtest.Shrink(c, seed, ops, mm.Kind)
+				_, serr := demuxtest.Run(c, seed, small)
 				t.Fatalf("op %d %v: %v\n\nshrunk sequence (seed %d, table %s):\n%s=> %v",
-					len(ops)-1, last, err, seed, c.Name, difftest.Format(small), serr)
+					len(ops)-1, last, err, seed, c.Name, demuxtest.Format(small), serr)
 			}
 			for _, missing := range r.Unseen() {
 				t.Errorf("the generator never produced %q", missing)
@@ -95,12 +95,12 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-// TestDifferentialCases runs the fixed sequences of difftest.Cases.
+// TestDifferentialCases runs the fixed sequences of demuxtest.Cases.
 func TestDifferentialCases(t *testing.T) {
-	for _, tc := range difftest.Cases {
+	for _, tc := range demuxtest.Cases {
 		for _, c := range diffConfigs() {
 			t.Run(tc.Name+"/"+c.Name, func(t *testing.T) {
-				at, err := difftest.Run(c, 1, tc.Ops)
+				at, err := demuxtest.Run(c, 1, tc.Ops)
 				require.NoError(t, err, "op %d", at)
 			})
 		}

@@ -52,7 +52,7 @@ func FuzzEphemeral(f *testing.F) {
 			case 0, 1: // bind(0)
 				s, err := tab.Bind(o, i)
 				if err != nil {
-					want := m.EphemeralError(o)
+					want := m.EphemeralError(model.Options(o))
 					var errno syscall.Errno
 					if !errors.As(want, &errno) || !errors.Is(err, errno) {
 						t.Fatalf("op %d: bind(0) %+v failed with %v; model says %v", i, o, err, want)
@@ -60,10 +60,10 @@ func FuzzEphemeral(f *testing.F) {
 					continue
 				}
 				p := s.LocalAddr().Port()
-				if err := m.CheckEphemeral(o, p); err != nil {
+				if err := m.CheckEphemeral(model.Options(o), p); err != nil {
 					t.Fatalf("op %d: bind(0) %+v chose %d: %v", i, o, p, err)
 				}
-				id, err := m.BindAt(o, p)
+				id, err := m.BindAt(model.Options(o), p)
 				if err != nil {
 					t.Fatalf("op %d: model BindAt: %v", i, err)
 				}
@@ -71,7 +71,7 @@ func FuzzEphemeral(f *testing.F) {
 			case 2: // explicit bind, to fill the range
 				o.Port = low + uint16(r.byte()%24)
 				s, err := tab.Bind(o, i)
-				id, merr := m.Bind(o)
+				id, merr := m.Bind(model.Options(o))
 				if (err == nil) != (merr == nil) || (err != nil && !errors.Is(err, syscall.EADDRINUSE) && !errors.Is(err, syscall.EINVAL)) {
 					t.Fatalf("op %d: bind %+v: table %v, model %v", i, o, err, merr)
 				}

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // byteSource is a rand.Source that plays back fuzz input, so that the
@@ -43,23 +43,23 @@ func FuzzOps(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// Generate once, against the first configuration's model, then
 		// replay the same operations on every configuration.
-		cfgs := difftest.Configs()
-		r0, err := difftest.NewRunner(cfgs[0], 1)
+		cfgs := demuxtest.Configs()
+		r0, err := demuxtest.NewRunner(cfgs[0], 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := difftest.NewGenerator(r0, &byteSource{b: data, rest: *rand.NewPCG(uint64(len(data)), 7)})
+		g := demuxtest.NewGenerator(r0, &byteSource{b: data, rest: *rand.NewPCG(uint64(len(data)), 7)})
 		ops, err := g.Run(min(4+len(data)/8, 300))
 		if err != nil {
-			t.Fatalf("%s: op %d %v: %v\n%s", cfgs[0].Name, len(ops)-1, ops[len(ops)-1], err, difftest.Format(ops))
+			t.Fatalf("%s: op %d %v: %v\n%s", cfgs[0].Name, len(ops)-1, ops[len(ops)-1], err, demuxtest.Format(ops))
 		}
 		for _, c := range cfgs[1:] {
-			if at, err := difftest.Run(c, 1, ops); err != nil {
-				var mm *difftest.Mismatch
+			if at, err := demuxtest.Run(c, 1, ops); err != nil {
+				var mm *demuxtest.Mismatch
 				if !errors.As(err, &mm) {
 					t.Fatalf("%s: op %d: %v", c.Name, at, err)
 				}
-				t.Fatalf("%s: op %d: %v\n%s", c.Name, at, err, difftest.Format(ops[:at+1]))
+				t.Fatalf("%s: op %d: %v\n%s", c.Name, at, err, demuxtest.Format(ops[:at+1]))
 			}
 		}
 	})

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestLookup4MatchesLookup: on the growing tables, under every strategy,
@@ -29,18 +29,18 @@ func TestLookup4MatchesLookup(t *testing.T) {
 		}
 		t.Run(c.Name, func(t *testing.T) {
 			seed := uint64(41 + ci)
-			r, err := difftest.NewRunner(c, seed)
+			r, err := demuxtest.NewRunner(c, seed)
 			require.NoError(t, err)
-			ops, err := difftest.NewGenerator(r, rand.NewPCG(seed, 0x4444)).Run(n)
+			ops, err := demuxtest.NewGenerator(r, rand.NewPCG(seed, 0x4444)).Run(n)
 			require.NoError(t, err)
 
-			r, err = difftest.NewRunner(c, seed)
+			r, err = demuxtest.NewRunner(c, seed)
 			require.NoError(t, err)
-			var looks []difftest.Op
+			var looks []demuxtest.Op
 			compared := 0
 			for i, o := range ops {
 				require.NoError(t, r.Step(i, o), "op %d %v", i, o)
-				if o.Kind == difftest.Lookup && o.Dst.Addr().Is4() && o.Src.Addr().Is4() {
+				if o.Kind == demuxtest.Lookup && o.Dst.Addr().Is4() && o.Src.Addr().Is4() {
 					looks = append(looks, o)
 				}
 				if i%10 != 0 {

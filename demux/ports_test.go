@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 	"github.com/udpdemux/udpdemux/internal/model"
 )
 
@@ -86,13 +86,13 @@ func TestPortsAgainstModel(t *testing.T) {
 	for ci, c := range diffConfigs() { // both storages
 		t.Run(c.Name, func(t *testing.T) {
 			seed := *diffSeed + uint64(ci)
-			gr, err := difftest.NewRunner(c, seed)
+			gr, err := demuxtest.NewRunner(c, seed)
 			require.NoError(t, err)
-			ops, err := difftest.NewGenerator(gr, rand.NewPCG(seed, 0x9047)).Run(n)
+			ops, err := demuxtest.NewGenerator(gr, rand.NewPCG(seed, 0x9047)).Run(n)
 			require.NoError(t, err)
 			w := newPortWatcher()
 			c.Table.OnPort = w.hook
-			r, err := difftest.NewRunner(c, seed)
+			r, err := demuxtest.NewRunner(c, seed)
 			require.NoError(t, err)
 			tbl, m := r.Table(), r.Model()
 			for i, o := range ops {

@@ -27,7 +27,7 @@ func TestReusePortOrder(t *testing.T) {
 			o := demux.Options{Addr: addr, Port: 443, ReusePort: true, Owner: 7}
 			var socks []*demux.Socket[int]
 			for range 6 {
-				id, err := m.Bind(o)
+				id, err := m.Bind(model.Options(o))
 				require.NoError(t, err)
 				s, err := tab.Bind(o, id)
 				require.NoError(t, err)

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
-	"github.com/udpdemux/udpdemux/internal/difftest"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 	"github.com/udpdemux/udpdemux/internal/model"
 	"github.com/udpdemux/udpdemux/internal/rows"
 )
 
 // TestKernelRows runs the rows of the semantics table (DESIGN.md, package
 // internal/rows), each asserting the outcome Linux 6.18 gave. Every row
-// runs on the table under every configuration of difftest.Configs (every
+// runs on the table under every configuration of demuxtest.Configs (every
 // strategy, Hybrid also with threshold 2 so that its secondary path runs
 // even for short chains) and on the reference model, so that the model is checked against the kernel too. The kernel
 // conformance test runs the same rows on real sockets.
@@ -88,9 +88,9 @@ func (s rowModelSUT) local(id int) netip.AddrPort {
 // bind binds o; port 0 takes 40000, where the table would choose one.
 func (s rowModelSUT) bind(o demux.Options) (int, error) {
 	if o.Port == 0 {
-		return s.m.BindAt(o, 40000)
+		return s.m.BindAt(model.Options(o), 40000)
 	}
-	return s.m.Bind(o)
+	return s.m.Bind(model.Options(o))
 }
 func (s rowModelSUT) connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	return s.m.Connect(id, remote, local)
@@ -237,7 +237,7 @@ func (e *rowEnv) flowsReach(peer netip.AddrPort, dst string, n int, ids ...int) 
 
 // rowTables are the table configurations every row runs under: those of
 // the differential test.
-var rowTables = difftest.Configs()
+var rowTables = demuxtest.Configs()
 
 func TestKernelRows(t *testing.T) {
 	require.Equal(t, rows.Count, rows.All[len(rows.All)-1].Num)

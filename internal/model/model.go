@@ -23,9 +23,32 @@ import (
 	"slices"
 	"strconv"
 	"syscall"
-
-	"github.com/udpdemux/udpdemux/demux"
 )
+
+// Options describes a socket to bind, with the meaning of Options.
+// The model keeps its own type so that it imports nothing of the table it
+// judges. The fields are Options' own, in its order, so that a
+// test converts one to the other (model.Options(o)): a field added to
+// Options then stops that conversion compiling until the model
+// learns it too.
+type Options struct {
+	// Addr is the local address: a wildcard, a specific IPv4 or IPv6
+	// address, or a v4-mapped one (an IPv6 socket). A zone on a
+	// link-local address names the interface, as Device does.
+	Addr netip.Addr
+	// Port is the local port; 0 asks for bind(0) (see Model.Bind).
+	Port uint16
+	// ReuseAddr is SO_REUSEADDR.
+	ReuseAddr bool
+	// ReusePort is SO_REUSEPORT, shared by sockets of the same Owner.
+	ReusePort bool
+	// Owner stands for the uid that owns the socket, for ReusePort.
+	Owner uint32
+	// Device is SO_BINDTODEVICE: an interface index, 0 for none.
+	Device int
+	// V6Only is IPV6_V6ONLY as asked for.
+	V6Only bool
+}
 
 // Config configures a Model.
 type Config struct {
@@ -167,7 +190,7 @@ func isLinkLocal(a netip.Addr) bool {
 
 // newSocket validates o and builds the socket it describes, without a
 // conflict check. The port is taken from o as is.
-func newSocket(o demux.Options) (*socket, error) {
+func newSocket(o Options) (*socket, error) {
 	if !o.Addr.IsValid() {
 		return nil, errno(syscall.EINVAL, "invalid address")
 	}
@@ -369,7 +392,7 @@ func (m *Model) leave(s *socket) {
 // Bind binds a socket to the explicit port o.Port and returns its id. Errors
 // wrap syscall.EINVAL for bad options and syscall.EADDRINUSE for a conflict;
 // on error nothing changes. Port 0 returns errEphemeral.
-func (m *Model) Bind(o demux.Options) (int, error) {
+func (m *Model) Bind(o Options) (int, error) {
 	s, err := newSocket(o)
 	if err != nil {
 		return 0, err
@@ -386,7 +409,7 @@ func (m *Model) Bind(o demux.Options) (int, error) {
 // BindAt records a bind(0) that the table answered with port: it binds o at
 // that port like Bind. Call CheckEphemeral first to check that the choice
 // was legal.
-func (m *Model) BindAt(o demux.Options, port uint16) (int, error) {
+func (m *Model) BindAt(o Options, port uint16) (int, error) {
 	if port == 0 {
 		return 0, errno(syscall.EINVAL, "BindAt port 0")
 	}
@@ -413,7 +436,7 @@ func (m *Model) used(port uint16) bool {
 // legal returns the ports that bind(0) of o may choose: in range, not
 // reserved, no conflict — and, with PreferUnused, unused if any such port
 // exists.
-func (m *Model) legal(o demux.Options) ([]uint16, error) {
+func (m *Model) legal(o Options) ([]uint16, error) {
 	s, err := newSocket(o)
 	if err != nil {
 		return nil, err
@@ -443,7 +466,7 @@ func (m *Model) legal(o demux.Options) ([]uint16, error) {
 // in the range, not reserved, without conflict, and (with PreferUnused)
 // unused whenever some port of the range is unused. It returns nil if so and
 // an error saying why not otherwise. It changes nothing.
-func (m *Model) CheckEphemeral(o demux.Options, port uint16) error {
+func (m *Model) CheckEphemeral(o Options, port uint16) error {
 	ports, err := m.legal(o)
 	if err != nil {
 		return fmt.Errorf("bind(0) succeeded but must fail: %w", err)
@@ -464,7 +487,7 @@ func (m *Model) CheckEphemeral(o demux.Options, port uint16) error {
 // EphemeralError returns the error that a failed bind(0) of o must have:
 // EINVAL for bad options, EADDRINUSE when no port of the range is legal, and
 // nil when some port is legal (so bind(0) must not fail).
-func (m *Model) EphemeralError(o demux.Options) error {
+func (m *Model) EphemeralError(o Options) error {
 	ports, err := m.legal(o)
 	if err != nil {
 		return err

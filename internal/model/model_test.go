@@ -9,8 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/udpdemux/udpdemux/demux"
 )
 
 // The kernel table's rows run against the model in package demux's
@@ -18,25 +16,25 @@ import (
 
 func ap(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
 
-func opt(addr string, port uint16, f ...func(*demux.Options)) demux.Options {
-	o := demux.Options{Addr: netip.MustParseAddr(addr), Port: port}
+func opt(addr string, port uint16, f ...func(*Options)) Options {
+	o := Options{Addr: netip.MustParseAddr(addr), Port: port}
 	for _, fn := range f {
 		fn(&o)
 	}
 	return o
 }
 
-func ra(o *demux.Options) { o.ReuseAddr = true }
-func rp(o *demux.Options) { o.ReusePort = true }
-func v6(o *demux.Options) { o.V6Only = true }
-func dev(d int) func(*demux.Options) {
-	return func(o *demux.Options) { o.Device = d }
+func ra(o *Options) { o.ReuseAddr = true }
+func rp(o *Options) { o.ReusePort = true }
+func v6(o *Options) { o.V6Only = true }
+func dev(d int) func(*Options) {
+	return func(o *Options) { o.Device = d }
 }
-func owner(u uint32) func(*demux.Options) {
-	return func(o *demux.Options) { o.Owner = u }
+func owner(u uint32) func(*Options) {
+	return func(o *Options) { o.Owner = u }
 }
 
-func mustBind(t *testing.T, m *Model, o demux.Options) int {
+func mustBind(t *testing.T, m *Model, o Options) int {
 	t.Helper()
 	id, err := m.Bind(o)
 	require.NoError(t, err, "bind %+v", o)
@@ -46,10 +44,10 @@ func mustBind(t *testing.T, m *Model, o demux.Options) int {
 func TestBindValidation(t *testing.T) {
 	cases := []struct {
 		name string
-		o    demux.Options
+		o    Options
 		want error
 	}{
-		{"invalid address", demux.Options{Port: 1}, syscall.EINVAL},
+		{"invalid address", Options{Port: 1}, syscall.EINVAL},
 		{"V6Only on IPv4", opt("127.0.0.1", 1, v6), syscall.EINVAL},
 		{"V6Only on v4-mapped", opt("::ffff:127.0.0.1", 1, v6), syscall.EINVAL},
 		{"V6Only on ::", opt("::", 1, v6), nil},
@@ -103,7 +101,7 @@ func TestSnapshotEffectiveOptions(t *testing.T) {
 func TestConflicts(t *testing.T) {
 	cases := []struct {
 		name          string
-		first, second demux.Options
+		first, second Options
 		want          error
 	}{
 		{":: V6Only vs :: dual-stack", opt("::", 1, v6), opt("::", 1), syscall.EADDRINUSE},
@@ -196,7 +194,7 @@ func TestEphemeral(t *testing.T) {
 func TestConnectErrors(t *testing.T) {
 	cases := []struct {
 		name   string
-		bind   demux.Options
+		bind   Options
 		remote string
 		local  string
 		want   error
@@ -382,7 +380,7 @@ func TestHash4(t *testing.T) {
 // dual-stack socket connected to an IPv6 peer, each case as Linux 6.18
 // answered it.
 func TestPlaceholderFallback(t *testing.T) {
-	holder := func(t *testing.T, m *Model, f ...func(*demux.Options)) int {
+	holder := func(t *testing.T, m *Model, f ...func(*Options)) int {
 		id := mustBind(t, m, opt("::", 1, f...))
 		require.NoError(t, m.Connect(id, ap("[::1]:5000"), netip.MustParseAddr("::1")))
 		return id
@@ -400,7 +398,7 @@ func TestPlaceholderFallback(t *testing.T) {
 		assert.False(t, ok)
 	})
 	t.Run("last resort", func(t *testing.T) {
-		for _, other := range []demux.Options{opt("127.0.0.6", 1, ra), opt("127.0.0.6", 1, ra, dev(1)), opt("0.0.0.0", 1, ra)} {
+		for _, other := range []Options{opt("127.0.0.6", 1, ra), opt("127.0.0.6", 1, ra, dev(1)), opt("0.0.0.0", 1, ra)} {
 			m := New(Config{})
 			holder(t, m, ra)
 			o := mustBind(t, m, other)

@@ -1,4 +1,4 @@
-package difftest
+package demuxtest
 
 import (
 	"fmt"
@@ -66,16 +66,17 @@ func (r *Runner) Step(i int, o Op) error {
 	switch o.Kind {
 	case Bind:
 		s, err := r.tbl.Bind(o.Opts, len(r.socks))
+		mo := model.Options(o.Opts)
 		var id int
 		var merr error
 		if o.Opts.Port != 0 {
-			id, merr = r.m.Bind(o.Opts)
+			id, merr = r.m.Bind(mo)
 			r.seen["bind "+errnoName(Errno(merr))]++
 			if Errno(err) != Errno(merr) {
 				return mismatchf("bind", "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
 			}
 		} else if err != nil {
-			merr = r.m.EphemeralError(o.Opts)
+			merr = r.m.EphemeralError(mo)
 			r.seen["bind(0) "+errnoName(Errno(merr))]++
 			if Errno(err) != Errno(merr) {
 				return mismatchf("bind0-fail", "table %s (%v), model %s (%v)", errnoName(Errno(err)), err, errnoName(Errno(merr)), merr)
@@ -83,10 +84,10 @@ func (r *Runner) Step(i int, o Op) error {
 		} else {
 			port := s.LocalAddr().Port()
 			r.chosen = port
-			if cerr := r.m.CheckEphemeral(o.Opts, port); cerr != nil {
+			if cerr := r.m.CheckEphemeral(mo, port); cerr != nil {
 				return mismatchf("bind0-port", "table chose port %d: %v", port, cerr)
 			}
-			id, merr = r.m.BindAt(o.Opts, port)
+			id, merr = r.m.BindAt(mo, port)
 			r.seen["bind(0) ok"]++
 			if merr != nil {
 				return mismatchf("bind0-port", "model cannot bind port %d: %v", port, merr)

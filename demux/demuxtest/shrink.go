@@ -1,4 +1,4 @@
-package difftest
+package demuxtest
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package difftest
+package demuxtest
 
 import "github.com/udpdemux/udpdemux/demux"
 
@@ -14,7 +14,10 @@ var ports = []uint16{5353, 5609, 40000, 40003, 40256}
 
 // Config is one table configuration of the differential test.
 type Config struct {
-	Name  string
+	// Name names the configuration's subtest.
+	Name string
+	// Table configures the table; NewRunner gives it a Rand seeded from
+	// its seed, so that a run replays.
 	Table demux.Config
 	// preferUnused: bind(0) must pick an unused port when there is one
 	// (the index algorithm does; Linux's bitmap walk need not).

@@ -1,4 +1,4 @@
-package difftest
+package demuxtest
 
 import (
 	"net/netip"
@@ -9,8 +9,10 @@ import (
 // A Case is a fixed sequence that the random generator reaches rarely or
 // once missed; each runs on every configuration.
 type Case struct {
+	// Name names the case's subtest.
 	Name string
-	Ops  []Op
+	// Ops is the sequence, run from an empty table and model.
+	Ops []Op
 }
 
 // Cases are the fixed sequences, written with the constructors below:

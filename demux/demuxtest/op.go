@@ -1,4 +1,4 @@
-package difftest
+package demuxtest
 
 import (
 	"errors"
@@ -31,14 +31,14 @@ func (k Kind) hasRef() bool { return k == Connect || k == Close || k == Disconne
 // index of the bind op that made it, so that a shrunk sequence still makes
 // sense: a step whose socket does not exist is skipped.
 type Op struct {
-	Kind    Kind
+	Kind    Kind           // what the op does
 	Opts    demux.Options  // Bind; Port 0 is bind(0)
 	Ref     int            // Connect, Close, Disconnect, SetDevice: index of the bind op
 	Remote  netip.AddrPort // Connect
 	Local   netip.Addr     // Connect
-	Src     netip.AddrPort // Lookup, Multicast
-	Dst     netip.AddrPort
-	Ifindex int // Lookup, Multicast; SetDevice: the device
+	Src     netip.AddrPort // Lookup, Multicast: the datagram's source
+	Dst     netip.AddrPort // Lookup, Multicast: the datagram's destination
+	Ifindex int            // Lookup, Multicast; SetDevice: the device
 	// Port0 is the port the table chose for a bind(0) in the original
 	// run; shrinking turns such binds into explicit ones, to replay
 	// deterministically.
@@ -86,6 +86,7 @@ func (o Op) String() string {
 // Mismatch is a disagreement between model and table; Kind groups them so
 // that shrinking keeps looking for the same disagreement.
 type Mismatch struct {
+	// Kind names the answer that disagreed: "bind", "lookup", "verify"...
 	Kind string
 	msg  string
 }
