@@ -45,8 +45,8 @@ type listener[V any] struct {
 	// drain is set, under bmu, when the reader is to read the socket's
 	// queue dry and then close it (Server.end); draining mirrors it for
 	// the reader's reads, which do not take bmu.
-	drain    bool
-	draining atomic.Bool
+	drain      bool
+	draining   atomic.Bool
 	goroutines int
 	// rc reads the socket; readFn is the reader's callback for it
 	// (tryRead), made once. cur is the batch that l's reader holds, nil

@@ -318,6 +318,7 @@ func TestPerAddressHookPanic(t *testing.T) {
 // datagram, as on Linux, instead of its being lost with the socket.
 func TestPerAddressCloseDrainsQueue(t *testing.T) {
 	closed, proceed := make(chan struct{}), make(chan struct{})
+	stop := make(chan struct{}) // frees a waiting handler when the test fails
 	late := make(chan string, 1)
 	var a *demux.Socket[string]
 	s, err := New[string](demux.Config{}, func(r *Request[string]) {
@@ -325,13 +326,17 @@ func TestPerAddressCloseDrainsQueue(t *testing.T) {
 		case "a":
 			_ = r.Socket.Close() // the last table socket on 127.0.0.2
 			close(closed)
-			<-proceed
+			select {
+			case <-proceed:
+			case <-stop:
+			}
 		case "w":
 			late <- string(r.Payload)
 		}
 	}, Options{PerAddress: true})
 	require.NoError(t, err)
 	defer s.Close()
+	defer close(stop) // before Close, which waits for the handlers
 	port := freeKernelPort(t)
 	for _, b := range []struct{ addr, val string }{{"0.0.0.0", "w"}, {"127.0.0.2", "a"}} {
 		sk, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr(b.addr), Port: port, ReuseAddr: true}, b.val)
@@ -381,4 +386,92 @@ func TestPerAddressCloseDrainsQueue(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "127.0.0.2's kernel socket closes")
 	assert.True(t, la.closing.Load(), "127.0.0.2's kernel socket closed")
 	assert.Equal(t, []string{"0.0.0.0"}, keysOfPort(s, port))
+}
+
+// TestPerAddressRebindWhileDraining: a bind of an address whose kernel
+// socket is being read dry before its close (TestPerAddressCloseDrainsQueue)
+// takes that socket back, as it takes back one that waits for its
+// batch's end: a second kernel socket on the address would fail with
+// EADDRINUSE beside it. The new table socket then receives there.
+func TestPerAddressRebindWhileDraining(t *testing.T) {
+	closed, proceed := make(chan struct{}), make(chan struct{})
+	inLate, proceedLate := make(chan struct{}), make(chan struct{})
+	stop := make(chan struct{}) // frees a waiting handler when the test fails
+	got := make(chan string, 4)
+	s, err := New[string](demux.Config{}, func(r *Request[string]) {
+		switch {
+		case r.Value == "a":
+			_ = r.Socket.Close()
+			close(closed)
+			select {
+			case <-proceed:
+			case <-stop:
+			}
+		case string(r.Payload) == "late":
+			// The reader drains: hold it in the batch of the late
+			// datagram, with its socket set to close.
+			close(inLate)
+			select {
+			case <-proceedLate:
+			case <-stop:
+			}
+		default:
+			got <- r.Value + " " + string(r.Payload)
+		}
+	}, Options{PerAddress: true})
+	require.NoError(t, err)
+	defer s.Close()
+	defer close(stop) // before Close, which waits for the handlers
+	port := freeKernelPort(t)
+	bind := func(addr, val string) {
+		_, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr(addr), Port: port, ReuseAddr: true}, val)
+		require.NoError(t, err, val)
+	}
+	bind("0.0.0.0", "w")
+	bind("127.0.0.2", "a")
+	var la *listener[string]
+	for _, l := range portListeners(s, port) {
+		if l.addr == netip.MustParseAddr("127.0.0.2") {
+			la = l
+		}
+	}
+	require.NotNil(t, la)
+	la.registered.Store(true) // no hand-off: the handlers wait for the test
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	defer c.Close()
+	dst := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+	send := func(p string) {
+		_, err := c.WriteToUDPAddrPort([]byte(p), dst)
+		require.NoError(t, err)
+	}
+	wait := func(ch chan struct{}, what string) {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	send("first")
+	wait(closed, "a's handler did not run")
+	send("late")
+	require.Eventually(t, func() bool { return queued(t, la) > 0 }, 5*time.Second, time.Millisecond)
+	close(proceed)
+	wait(inLate, "the late datagram was not read")
+	la.bmu.Lock()
+	draining := la.drain
+	la.bmu.Unlock()
+	require.True(t, draining, "127.0.0.2's kernel socket is set to drain")
+
+	bind("127.0.0.2", "a2")
+	close(proceedLate)
+	send("again")
+	select {
+	case g := <-got:
+		assert.Equal(t, "a2 again", g)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the new socket on 127.0.0.2 received nothing")
+	}
+	assert.False(t, la.closing.Load(), "the kernel socket was taken back, not closed")
+	assert.Equal(t, []string{"0.0.0.0", "127.0.0.2"}, keysOfPort(s, port))
 }
