@@ -191,3 +191,73 @@ func TestAddrEventVeto(t *testing.T) {
 		})
 	}
 }
+
+// TestEphemeralTriesAnotherPort: when a port event's hook refuses the port
+// that bind(0) chose with an error wrapping EADDRINUSE (the port is taken
+// outside the table), bind(0) chooses another, up to 8 ports, on both
+// storages and for either hook; another error, or an explicit port,
+// fails at once.
+func TestEphemeralTriesAnotherPort(t *testing.T) {
+	taken := fmt.Errorf("held by another program: %w", syscall.EADDRINUSE)
+	for _, st := range storages {
+		for _, hook := range []string{"OnPort", "OnAddr"} {
+			t.Run(st.name+"/"+hook, func(t *testing.T) {
+				var asked []uint16
+				refuse := 0    // how many of the next ports to refuse
+				var err0 error // the refusal
+				check := func(port uint16) error {
+					asked = append(asked, port)
+					if refuse > 0 {
+						refuse--
+						return err0
+					}
+					return nil
+				}
+				cfg := st.cfg
+				cfg.PortLow, cfg.PortHigh = 40000, 40099
+				if hook == "OnPort" {
+					cfg.OnPort = func(port uint16, inUse bool) error {
+						if !inUse {
+							return nil
+						}
+						return check(port)
+					}
+				} else {
+					cfg.OnAddr = func(a netip.AddrPort, _, bound bool) error {
+						if !bound {
+							return nil
+						}
+						return check(a.Port())
+					}
+				}
+				tbl, err := demux.New[string](cfg)
+				require.NoError(t, err)
+				o := demux.Options{Addr: netip.MustParseAddr("127.0.0.1")}
+
+				refuse, err0 = 3, taken
+				s, err := tbl.Bind(o, "s")
+				require.NoError(t, err)
+				require.Len(t, asked, 4)
+				assert.Equal(t, asked[3], s.LocalAddr().Port(), "bound on the port the hook accepted")
+				assert.Equal(t, 1, tbl.Len())
+
+				asked, refuse = nil, 100
+				_, err = tbl.Bind(o, "never")
+				require.ErrorIs(t, err, syscall.EADDRINUSE)
+				assert.Len(t, asked, 8, "ports tried")
+
+				asked, refuse, err0 = nil, 1, errors.New("other")
+				_, err = tbl.Bind(o, "other error")
+				require.ErrorIs(t, err, err0)
+				assert.Len(t, asked, 1, "another error is not retried")
+
+				asked, refuse, err0 = nil, 1, taken
+				_, err = tbl.Bind(demux.Options{Addr: o.Addr, Port: 41000}, "explicit")
+				require.ErrorIs(t, err, syscall.EADDRINUSE)
+				assert.Len(t, asked, 1, "an explicit port is not changed")
+				assert.Equal(t, 1, tbl.Len())
+				require.NoError(t, tbl.Verify())
+			})
+		}
+	}
+}

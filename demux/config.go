@@ -81,8 +81,12 @@ type Config struct {
 	// socket on a port: after the conflict check, before the socket is
 	// published, so a lookup never finds a socket on a port whose event
 	// has not been delivered. A non-nil error vetoes that bind, which
-	// fails with an *OpError wrapping it and leaves the table unchanged;
-	// bind(0) then fails too, it does not try another port.
+	// fails with an *OpError wrapping it and leaves the table unchanged.
+	// bind(0) fails too, unless the error wraps syscall.EADDRINUSE: the
+	// port is then taken outside the table (for a table served from
+	// kernel sockets, by another program on the host), and bind(0)
+	// chooses another, up to 8 ports in all, as Linux's bind(0) finds a
+	// port that no socket of the host holds.
 	// OnPort(port, false) is called after the last socket of a port was
 	// closed and can no longer be found; its error is ignored. Connect
 	// changes no port and calls neither.

@@ -1,6 +1,7 @@
 package demux
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -53,14 +54,32 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 
 // bind binds e, s's first entry: it checks e's port for conflicts or, for
 // port 0, chooses one, then claims the port and publishes e. o are the
-// options as the caller gave them, for errors.
+// options as the caller gave them, for errors. For port 0, a hook's veto
+// that wraps EADDRINUSE (the port is taken outside the table, such as on
+// the host whose kernel sockets serve the table) makes it choose again,
+// up to hostPortTries ports.
 func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
+	for try := 1; ; try++ {
+		err, vetoed := w.bindOnce(s, e, o)
+		if o.Port != 0 || !vetoed || try == hostPortTries || !errors.Is(err, syscall.EADDRINUSE) {
+			return err
+		}
+	}
+}
+
+// hostPortTries is how many ports bind(0) tries when the port events'
+// hooks find the ports it chose taken.
+const hostPortTries = 8
+
+// bindOnce is one try of bind; vetoed reports that a port event's hook
+// refused the port.
+func (w *writes[V, P, E]) bindOnce(s *Socket[V], e *sock.Entry, o Options) (_ error, vetoed bool) {
 	t := w.t
 	var h P
 	if o.Port != 0 {
 		h = w.e.LockPort(e.Port)
 	} else if h = w.e.Ephemeral(e); h == *new(P) {
-		return opError("bind", o, errNoPort)
+		return opError("bind", o, errNoPort), false
 	}
 	// Deferred, so that an OnPort hook that panics in Claim leaves the
 	// port unlocked: nothing is published before Claim returns, so the
@@ -70,15 +89,15 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 		inUse, indexed := w.e.InUse(h, e)
 		t.stats.bindCheck(indexed)
 		if inUse {
-			return opError("bind", o, syscall.EADDRINUSE)
+			return opError("bind", o, syscall.EADDRINUSE), false
 		}
 	}
 	// Port event 0→1, before publication; a veto leaves the table as is.
 	if err := t.occ.Claim(e.Port); err != nil {
-		return opError("bind", s.options(e), err)
+		return opError("bind", s.options(e), err), true
 	}
 	if err := t.claimAddr(s, e.Port); err != nil {
-		return opError("bind", s.options(e), err)
+		return opError("bind", s.options(e), err), true
 	}
 	e.Seq = t.seq.Add(1)
 	s.s.Bound, s.s.BindSeq = e.Seq, e.Seq
@@ -87,7 +106,7 @@ func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
 	s.s.Cur.Store(e)
 	w.e.Link(h, e)
 	t.n.Add(1)
-	return nil
+	return nil, false
 }
 
 var errNoPort = fmt.Errorf("no free ephemeral port for this socket: %w", syscall.EADDRINUSE)

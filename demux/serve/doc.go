@@ -19,7 +19,7 @@
 // only, so both can exist) and starts a reader for each, then calls the
 // caller's Config.OnPort, if any. If either fails, the bind fails with that
 // error (for example EADDRINUSE when another program on the host holds the
-// port, as below; bind(0) then fails too, and the caller may retry) and
+// port, as below; bind(0) then chooses another port, up to 8 in all) and
 // the kernel sockets are closed again. When the table's last socket on a
 // port is closed, the kernel sockets of that port are closed (see
 // Lifecycle for when), then the caller's hook is told.
