@@ -475,3 +475,69 @@ func TestPerAddressRebindWhileDraining(t *testing.T) {
 	assert.False(t, la.closing.Load(), "the kernel socket was taken back, not closed")
 	assert.Equal(t, []string{"0.0.0.0", "127.0.0.2"}, keysOfPort(s, port))
 }
+
+// TestPerAddressWithReaders: with PerAddress and Readers 2, each address
+// in use gets an SO_REUSEPORT group of two kernel sockets, each with its
+// reader; every datagram reaches the table socket it was sent to, and
+// the groups close with their addresses.
+func TestPerAddressWithReaders(t *testing.T) {
+	const clients, each = 16, 5
+	got := make(chan string, 2*clients*each)
+	s, err := New[string](demux.Config{}, func(r *Request[string]) { got <- r.Value + " " + string(r.Payload) }, Options{PerAddress: true, Readers: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	port := freeKernelPort(t)
+	var socks []*demux.Socket[string]
+	for _, a := range []string{"127.0.0.2", "127.0.0.3"} {
+		sk, err := s.Table().Bind(demux.Options{Addr: netip.MustParseAddr(a), Port: port}, a)
+		require.NoError(t, err)
+		socks = append(socks, sk)
+	}
+	assert.Equal(t, []string{"127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3"}, keysOfPort(s, port))
+	ls := portListeners(s, port)
+	assert.False(t, ls[0].more.Load())
+	assert.True(t, ls[1].more.Load())
+
+	want := map[string]int{}
+	for range clients {
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		require.NoError(t, err)
+		defer c.Close()
+		for _, a := range []string{"127.0.0.2", "127.0.0.3"} {
+			for range each {
+				_, err := c.WriteToUDPAddrPort([]byte("to "+a), netip.AddrPortFrom(netip.MustParseAddr(a), port))
+				require.NoError(t, err)
+				want[a+" to "+a]++
+			}
+		}
+	}
+	count := map[string]int{}
+	for range 2 * clients * each {
+		select {
+		case g := <-got:
+			count[g]++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("received %v of %v", count, want)
+		}
+	}
+	assert.Equal(t, want, count)
+	readers := 0
+	for _, l := range ls {
+		if l.c.received.Load() > 0 {
+			readers++
+		}
+	}
+	t.Logf("%d of the 4 kernel sockets received datagrams", readers)
+	assert.GreaterOrEqual(t, readers, 3, "the flows of each address spread over its two kernel sockets")
+	for _, sk := range socks {
+		require.NoError(t, sk.Close())
+	}
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.draining) == 0 && len(s.groups) == 0
+	}, 5*time.Second, time.Millisecond)
+	for _, l := range ls {
+		assert.True(t, l.closing.Load())
+	}
+}
