@@ -81,7 +81,7 @@ func (s *Server[V]) acquire(port uint16, addr netip.Addr, v6Only bool) error {
 		switch err := s.acquireLocked(k); {
 		case err == nil:
 			took = append(took, k)
-		case k.addr.Is6() && errors.Is(err, syscall.EAFNOSUPPORT) && k.addr == any6:
+		case k.addr == any6 && errors.Is(err, syscall.EAFNOSUPPORT):
 			// A kernel without IPv6: serve IPv4 only.
 		default:
 			for _, k := range took {
@@ -235,15 +235,17 @@ func (s *Server[V]) drainLocked(k sockKey, ls []*listener[V]) {
 	}
 }
 
-// homes returns the first kernel sockets of the keys through which a
+// homesLocked returns the first kernel sockets of the keys through which a
 // table socket bound to addr with v6Only receives on port, nil for a
 // family without one. It runs under s.mu.
 func (s *Server[V]) homesLocked(port uint16, addr netip.Addr, v6Only bool) (l4, l6 *listener[V]) {
 	k4, k6 := s.keysOf(port, addr, v6Only)
-	if g := s.groups[k4]; g != nil && k4.addr.IsValid() {
+	// A family the socket does not receive has the zero Addr, which no
+	// group has.
+	if g := s.groups[k4]; g != nil {
 		l4 = g.ls[0]
 	}
-	if g := s.groups[k6]; g != nil && k6.addr.IsValid() {
+	if g := s.groups[k6]; g != nil {
 		l6 = g.ls[0]
 	}
 	return l4, l6
