@@ -311,8 +311,9 @@ func (s *Server[V]) exit(l *listener[V]) {
 // (handlers are called and replies sent for every datagram already read),
 // then the kernel sockets are closed. Every Conn is ended: its reads and
 // writes fail with an error that wraps net.ErrClosed (its socket stays in
-// the table until the Conn's Close). Binds on ports not in use fail with
-// ErrStopped afterwards, as do ListenPacket and SocketConn. Stop waits
+// the table until the Conn's Close). Binds on ports not in use (with
+// Options.PerAddress, every bind) fail with ErrStopped afterwards, as do
+// ListenPacket and SocketConn. Stop waits
 // for the readers; a handler must not call it. The table's sockets stay
 // bound: Close closes them too.
 func (s *Server[V]) Stop() error {
