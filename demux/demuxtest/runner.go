@@ -38,17 +38,24 @@ type Runner struct {
 }
 
 // NewRunner returns a runner on an empty table of configuration c, whose
-// SO_REUSEPORT flow hash is seeded from seed, and an empty model.
+// SO_REUSEPORT flow hash is seeded from seed, and an empty model. The
+// table gets the model's ephemeral range, which the generator's ports are
+// chosen around, and counts its paths, so that a test can check that each
+// strategy ran the ones it is there for.
 func NewRunner(c Config, seed uint64) (*Runner, error) {
 	cfg := c.Table
 	cfg.Rand = rand.NewPCG(seed, 0x5eed)
+	cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts = portLow, portHigh, []uint16{portReserved}
+	cfg.CountPaths = true
 	tbl, err := demux.New[int](cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := model.New(model.Config{
 		PortLow: portLow, PortHigh: portHigh, ReservedPorts: []uint16{portReserved},
-		PreferUnused:   c.preferUnused,
+		// Only the index algorithm prefers an unused port; Linux's
+		// bitmap walk need not.
+		PreferUnused:   cfg.Ephemeral == demux.EphemeralIndex,
 		ReusePortIndex: tbl.ReusePortIndex,
 	})
 	return &Runner{tbl: tbl, m: m, ids: map[int]int{}, socks: map[int]*demux.Socket[int]{}, open: map[int]*demux.Socket[int]{}, bindOp: map[int]int{}, snapshot: !c.SkipSnapshot, verify: !c.SkipVerify, seen: map[string]int{}}, nil
