@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // The kernel checks of this file cover what happens to a bound socket after
@@ -363,28 +364,28 @@ func TestKernelRehash(t *testing.T) {
 	var isLocal func(netip.Addr, int) bool
 	n.th.Do(func() { isLocal, err = n.isLocal() })
 	require.NoError(t, err)
-	cfgs := []demux.Config{{}, {Strategy: demux.OnePhase}, {Strategy: demux.TwoPhase}, {Slots: 256}, {Slots: 256, Strategy: demux.TwoPhase}}
 	for _, sc := range append(rehashScenarios, localScenario()) {
-		t.Run(sc.name, func(t *testing.T) {
-			for _, cfg := range cfgs {
+		for _, c := range demuxtest.Configs() {
+			t.Run(sc.name+"/"+c.Name, func(t *testing.T) {
+				cfg := c.Table
 				cfg.IsLocal = isLocal
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				n.run(t, sc, tab)
-			}
-		})
+			})
+		}
 	}
 	for _, sc := range bareScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			for _, cfg := range cfgs {
+		for _, c := range demuxtest.Configs() {
+			t.Run(sc.name+"/"+c.Name, func(t *testing.T) {
 				b, err := setupRnet(true)
 				require.NoError(t, err)
-				tab, err := demux.New[string](cfg)
+				defer b.close()
+				tab, err := demux.New[string](c.Table)
 				require.NoError(t, err)
 				b.run(t, sc, tab)
-				b.close()
-			}
-		})
+			})
+		}
 	}
 }
 
