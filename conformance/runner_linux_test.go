@@ -126,34 +126,6 @@ func (r *runner) specString(b bindSpec) string {
 	return s.String()
 }
 
-func errnoString(e syscall.Errno) string {
-	switch e {
-	case 0:
-		return "ok"
-	case syscall.EADDRINUSE:
-		return "EADDRINUSE"
-	case syscall.EINVAL:
-		return "EINVAL"
-	case syscall.EADDRNOTAVAIL:
-		return "EADDRNOTAVAIL"
-	case syscall.EAFNOSUPPORT:
-		return "EAFNOSUPPORT"
-	case syscall.ENETUNREACH:
-		return "ENETUNREACH"
-	case syscall.EBADF:
-		return "EBADF"
-	case errUnknown:
-		return "non-errno error"
-	}
-	return fmt.Sprintf("errno %d (%v)", int(e), e)
-}
-
-// errUnknown stands for a table error that wraps no errno.
-const errUnknown = demuxtest.NotErrno
-
-// errnoOf maps a table error to its errno.
-func errnoOf(err error) syscall.Errno { return demuxtest.Errno(err) }
-
 func (r *runner) sockName(id int) string {
 	if id < 0 {
 		return "none"
