@@ -91,8 +91,8 @@ func parseExcuse(s string) (feature, error) {
 // disconnects (of SO_REUSEPORT group members too, each followed by
 // datagrams from addresses other than the old peer's), SO_BINDTODEVICE
 // after connect and after disconnect, closes, and datagrams from fixed peer
-// sockets — on real kernel sockets and on the demux tables of
-// tableConfigs. After each op the bind result (ok or the errno) must match;
+// sockets — on real kernel sockets and on a demux table of each
+// configuration of demuxtest.Configs. After each op the bind result (ok or the errno) must match;
 // a disconnect and a SO_BINDTODEVICE the tables must accept, and then
 // report the kernel's local address and peer; a connect the kernel accepts, the table must accept, given the
 // local address getsockname reports (unspecified where the wildcard stays),

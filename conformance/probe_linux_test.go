@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // Kernels differ in the behaviours the model switches with its features:
@@ -181,7 +183,7 @@ func (m *model) probeStep(st pstep, on feature) (string, error) {
 		if pre == 0 {
 			m.insert(ms)
 		}
-		return errnoString(pre), nil
+		return demuxtest.ErrnoName(pre), nil
 	case opConnect:
 		m.connect(s, st.remote, st.local)
 	case opDisconnect:
@@ -229,7 +231,7 @@ func (e *env) kernelProbe(steps []pstep) (string, error) {
 			if en == 0 {
 				fds[st.sock] = fd
 			}
-			out = errnoString(en)
+			out = demuxtest.ErrnoName(en)
 		case opConnect:
 			if err := syscall.Connect(fd, sockaddr(st.remote)); err != nil {
 				return "", fmt.Errorf("connect s%d to %v: %w", st.sock, st.remote, err)

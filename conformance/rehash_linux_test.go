@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // The kernel checks of this file cover what happens to a bound socket after
@@ -363,28 +364,28 @@ func TestKernelRehash(t *testing.T) {
 	var isLocal func(netip.Addr, int) bool
 	n.th.Do(func() { isLocal, err = n.isLocal() })
 	require.NoError(t, err)
-	cfgs := []demux.Config{{}, {Strategy: demux.OnePhase}, {Strategy: demux.TwoPhase}, {Slots: 256}, {Slots: 256, Strategy: demux.TwoPhase}}
 	for _, sc := range append(rehashScenarios, localScenario()) {
-		t.Run(sc.name, func(t *testing.T) {
-			for _, cfg := range cfgs {
+		for _, c := range demuxtest.Configs() {
+			t.Run(sc.name+"/"+c.Name, func(t *testing.T) {
+				cfg := c.Table
 				cfg.IsLocal = isLocal
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				n.run(t, sc, tab)
-			}
-		})
+			})
+		}
 	}
 	for _, sc := range bareScenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			for _, cfg := range cfgs {
+		for _, c := range demuxtest.Configs() {
+			t.Run(sc.name+"/"+c.Name, func(t *testing.T) {
 				b, err := setupRnet(true)
 				require.NoError(t, err)
-				tab, err := demux.New[string](cfg)
+				defer b.close()
+				tab, err := demux.New[string](c.Table)
 				require.NoError(t, err)
 				b.run(t, sc, tab)
-				b.close()
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -419,9 +420,9 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 			var fd int
 			var kerr error
 			n.th.Do(func() { fd, kerr = rehashBind(o) })
-			assert.Equal(t, st.want, errName(kerr), "%s: kernel", where)
+			assert.Equal(t, st.want, demuxtest.ErrnoName(demuxtest.Errno(kerr)), "%s: kernel", where)
 			s, err := tab.Bind(o, st.sock)
-			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
+			assert.Equal(t, demuxtest.ErrnoName(demuxtest.Errno(kerr)), demuxtest.ErrnoName(demuxtest.Errno(err)), "%s: table vs kernel (%v)", where, err)
 			if kerr == nil {
 				fds[st.sock] = fd
 				names = append(names, st.sock)
@@ -443,7 +444,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 					local = sockname(fds[st.sock])
 				}
 			})
-			assert.Equal(t, st.want, errName(kerr), "%s: kernel", where)
+			assert.Equal(t, st.want, demuxtest.ErrnoName(demuxtest.Errno(kerr)), "%s: kernel", where)
 			// The table takes the source the kernel chose; where the
 			// kernel found none, the unspecified address says so.
 			src := local.Addr()
@@ -456,7 +457,7 @@ func (n *rnet) run(t *testing.T, sc rscenario, tab *demux.Table[string]) {
 				src = netip.Addr{} // a specific socket keeps its address
 			}
 			err := socks[st.sock].Connect(peer, src)
-			assert.Equal(t, errName(kerr), errName(err), "%s: table vs kernel (%v)", where, err)
+			assert.Equal(t, demuxtest.ErrnoName(demuxtest.Errno(kerr)), demuxtest.ErrnoName(demuxtest.Errno(err)), "%s: table vs kernel (%v)", where, err)
 		case "ip":
 			var err error
 			n.th.Do(func() { err = ipCmd(st.args...) })
@@ -601,18 +602,4 @@ func (n *rnet) send(src, dst netip.AddrPort, names []string, fds map[string]int)
 		}
 	}
 	return got, nil
-}
-
-// errName names err's errno as the scenarios do: "ok" for nil.
-func errName(err error) string {
-	for _, e := range []syscall.Errno{syscall.EADDRINUSE, syscall.EADDRNOTAVAIL, syscall.EINVAL, syscall.EAFNOSUPPORT} {
-		if errors.Is(err, e) {
-			return map[syscall.Errno]string{syscall.EADDRINUSE: "EADDRINUSE", syscall.EADDRNOTAVAIL: "EADDRNOTAVAIL",
-				syscall.EINVAL: "EINVAL", syscall.EAFNOSUPPORT: "EAFNOSUPPORT"}[e]
-		}
-	}
-	if err != nil {
-		return err.Error()
-	}
-	return "ok"
 }

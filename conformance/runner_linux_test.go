@@ -17,28 +17,11 @@ import (
 // side, the trace and the first failure. Its steps are in
 // steps_linux_test.go.
 
-// tableUT is one table under test.
+// tableUT is one table under test: every op runs on a table of each
+// configuration of demuxtest.Configs.
 type tableUT struct {
 	name string
 	t    *demux.Table[int]
-}
-
-// tableConfigs are the tables every op runs on: each strategy on both
-// storages (the default growing tables, and Linux's fixed slots), and
-// threshold 1 so that the hybrid strategy takes its secondary path on short
-// chains.
-var tableConfigs = []struct {
-	name string
-	cfg  demux.Config
-}{
-	{"hybrid", demux.Config{}},
-	{"one-phase", demux.Config{Strategy: demux.OnePhase}},
-	{"two-phase", demux.Config{Strategy: demux.TwoPhase}},
-	{"hybrid/threshold=1", demux.Config{Threshold: 1}},
-	{"fixed/hybrid", demux.Config{Slots: 4096}},
-	{"fixed/one-phase", demux.Config{Slots: 256, Strategy: demux.OnePhase}},
-	{"fixed/two-phase", demux.Config{Slots: 256, Strategy: demux.TwoPhase}},
-	{"fixed/hybrid/threshold=1", demux.Config{Slots: 256, Threshold: 1}},
 }
 
 // rsock is an open socket of a scenario, on every side.
@@ -85,12 +68,12 @@ type runner struct {
 
 func newRunner(e *env, excuse feature, salt uint64) (*runner, error) {
 	r := &runner{e: e, excuse: excuse, m: newModel(), socks: map[int]*rsock{}, st: newStats(), seq: salt << 32}
-	for _, c := range tableConfigs {
-		t, err := demux.New[int](c.cfg)
+	for _, c := range demuxtest.Configs() {
+		t, err := demux.New[int](c.Table)
 		if err != nil {
-			return nil, fmt.Errorf("demux.New(%s): %w", c.name, err)
+			return nil, fmt.Errorf("demux.New(%s): %w", c.Name, err)
 		}
-		r.tables = append(r.tables, tableUT{c.name, t})
+		r.tables = append(r.tables, tableUT{c.Name, t})
 	}
 	return r, nil
 }
@@ -142,34 +125,6 @@ func (r *runner) specString(b bindSpec) string {
 	}
 	return s.String()
 }
-
-func errnoString(e syscall.Errno) string {
-	switch e {
-	case 0:
-		return "ok"
-	case syscall.EADDRINUSE:
-		return "EADDRINUSE"
-	case syscall.EINVAL:
-		return "EINVAL"
-	case syscall.EADDRNOTAVAIL:
-		return "EADDRNOTAVAIL"
-	case syscall.EAFNOSUPPORT:
-		return "EAFNOSUPPORT"
-	case syscall.ENETUNREACH:
-		return "ENETUNREACH"
-	case syscall.EBADF:
-		return "EBADF"
-	case errUnknown:
-		return "non-errno error"
-	}
-	return fmt.Sprintf("errno %d (%v)", int(e), e)
-}
-
-// errUnknown stands for a table error that wraps no errno.
-const errUnknown = demuxtest.NotErrno
-
-// errnoOf maps a table error to its errno.
-func errnoOf(err error) syscall.Errno { return demuxtest.Errno(err) }
 
 func (r *runner) sockName(id int) string {
 	if id < 0 {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // The runner's steps: each op runs on the kernel, the kernel model and the
@@ -64,7 +65,7 @@ func (r *runner) doBind(step int, o op) {
 	b := o.bind
 	fd, kerr, err := kernelBind(b)
 	line := fmt.Sprintf("s%d = bind %s", o.id, r.specString(b))
-	r.outcome = errnoString(kerr)
+	r.outcome = demuxtest.ErrnoName(kerr)
 	if err != nil {
 		r.failf(step, "env", "%s: %v", line, err)
 		return
@@ -73,7 +74,7 @@ func (r *runner) doBind(step int, o op) {
 		// The address is not usable with that device here: a question of
 		// the host's addresses, which the table does not know.
 		r.st.envSkips++
-		r.tracef("%s -> kernel %s (environment; not asked of the table)", line, errnoString(kerr))
+		r.tracef("%s -> kernel %s (environment; not asked of the table)", line, demuxtest.ErrnoName(kerr))
 		return
 	}
 	ms, pre := prepare(o.id, b)
@@ -97,7 +98,7 @@ func (r *runner) doBind(step int, o op) {
 	var tmsgs []string
 	for i, t := range r.tables {
 		s, err := t.t.Bind(opts, o.id)
-		terr[i], tsocks[i] = errnoOf(err), s
+		terr[i], tsocks[i] = demuxtest.Errno(err), s
 		if err != nil {
 			tmsgs = append(tmsgs, fmt.Sprintf("%s: %v", t.name, err))
 		}
@@ -105,44 +106,44 @@ func (r *runner) doBind(step int, o op) {
 	tableSays := func() string {
 		var p []string
 		for i, t := range r.tables {
-			p = append(p, fmt.Sprintf("%s %s", t.name, errnoString(terr[i])))
+			p = append(p, fmt.Sprintf("%s %s", t.name, demuxtest.ErrnoName(terr[i])))
 		}
 		return strings.Join(p, ", ")
 	}
 	keep := kerr == 0 // whether the socket stays open (on both sides)
 	if !v.deliberate {
-		r.tracef("%s -> %s", line, errnoString(kerr))
+		r.tracef("%s -> %s", line, demuxtest.ErrnoName(kerr))
 		if kerr != v.kernel {
 			r.st.modelMisses++
-			r.tracef("    (model said %s)", errnoString(v.kernel))
+			r.tracef("    (model said %s)", demuxtest.ErrnoName(v.kernel))
 		}
 		for i := range r.tables {
 			if terr[i] != kerr {
 				expl := cause(terr[i])
-				r.failf(step, fmt.Sprintf("bind: kernel %s, table %s%s", errnoString(kerr), errnoString(terr[i]), explained(expl)),
-					"%s: kernel %s; table: %s (%s); model of the kernel: %s%s", line, errnoString(kerr), tableSays(), strings.Join(tmsgs, "; "), errnoString(v.kernel), explained(expl))
+				r.failf(step, fmt.Sprintf("bind: kernel %s, table %s%s", demuxtest.ErrnoName(kerr), demuxtest.ErrnoName(terr[i]), explained(expl)),
+					"%s: kernel %s; table: %s (%s); model of the kernel: %s%s", line, demuxtest.ErrnoName(kerr), tableSays(), strings.Join(tmsgs, "; "), demuxtest.ErrnoName(v.kernel), explained(expl))
 				break
 			}
 		}
 	} else {
 		kind := kindName(v.kinds, r.e.kern)
 		r.st.deliberate["bind/"+kind]++
-		r.tracef("%s -> kernel %s, table %s [deliberate difference %s]", line, errnoString(kerr), errnoString(v.rule), kind)
+		r.tracef("%s -> kernel %s, table %s [deliberate difference %s]", line, demuxtest.ErrnoName(kerr), demuxtest.ErrnoName(v.rule), kind)
 		for i := range r.tables {
 			if terr[i] != v.rule {
 				expl := cause(terr[i])
-				r.failf(step, fmt.Sprintf("bind (deliberate %s): rule %s, table %s%s", kind, errnoString(v.rule), errnoString(terr[i]), explained(expl)),
-					"%s: deliberate difference %s; udpdemux's rule says %s (kernel %s); table: %s (%s)%s", line, kind, errnoString(v.rule), errnoString(kerr), tableSays(), strings.Join(tmsgs, "; "), explained(expl))
+				r.failf(step, fmt.Sprintf("bind (deliberate %s): rule %s, table %s%s", kind, demuxtest.ErrnoName(v.rule), demuxtest.ErrnoName(terr[i]), explained(expl)),
+					"%s: deliberate difference %s; udpdemux's rule says %s (kernel %s); table: %s (%s)%s", line, kind, demuxtest.ErrnoName(v.rule), demuxtest.ErrnoName(kerr), tableSays(), strings.Join(tmsgs, "; "), explained(expl))
 				break
 			}
 		}
 		if r.fail == nil && kerr != v.kernel {
 			r.failf(step, "bind: kernel differs from the model on a deliberate step",
-				"%s: the model predicted kernel %s (deliberate difference %s) but the kernel said %s: the detection is wrong here", line, errnoString(v.kernel), kind, errnoString(kerr))
+				"%s: the model predicted kernel %s (deliberate difference %s) but the kernel said %s: the detection is wrong here", line, demuxtest.ErrnoName(v.kernel), kind, demuxtest.ErrnoName(kerr))
 		}
 		keep = kerr == 0 && v.rule == 0
 	}
-	r.st.binds[errnoString(kerr)]++
+	r.st.binds[demuxtest.ErrnoName(kerr)]++
 	if r.fail != nil {
 		if kerr == 0 {
 			syscall.Close(fd)
@@ -191,8 +192,8 @@ func (r *runner) doConnect(step int, o op) {
 	if err := syscall.Connect(s.fd, sockaddr(remote)); err != nil {
 		var en syscall.Errno
 		errors.As(err, &en)
-		r.st.connectFails[errnoString(en)]++
-		r.outcome = errnoString(en)
+		r.st.connectFails[demuxtest.ErrnoName(en)]++
+		r.outcome = demuxtest.ErrnoName(en)
 		r.connectFailed(step, s, remote, en)
 		return
 	}
@@ -308,7 +309,7 @@ func (r *runner) doSetDev(step int, o op) {
 // routing's (no route through the socket's device, a loopback source
 // through another device), which the table does not know.
 func (r *runner) connectFailed(step int, s *rsock, remote netip.AddrPort, en syscall.Errno) {
-	line := fmt.Sprintf("connect s%d %v -> kernel %s", s.id, remote, errnoString(en))
+	line := fmt.Sprintf("connect s%d %v -> kernel %s", s.id, remote, demuxtest.ErrnoName(en))
 	switch {
 	case en == syscall.EAFNOSUPPORT || en == syscall.EADDRNOTAVAIL:
 	case en == syscall.ENETUNREACH && s.v6only && remote.Addr().Is4In6():
@@ -331,8 +332,8 @@ func (r *runner) connectFailed(step int, s *rsock, remote netip.AddrPort, en sys
 	for i, t := range r.tables {
 		l, p := s.ts[i].LocalAddr(), s.ts[i].RemoteAddr()
 		err := t.t.Connect(s.ts[i], remote, src)
-		if got := errnoOf(err); got != en {
-			r.failf(step, fmt.Sprintf("connect: kernel %s, table %s", errnoString(en), errnoString(got)),
+		if got := demuxtest.Errno(err); got != en {
+			r.failf(step, fmt.Sprintf("connect: kernel %s, table %s", demuxtest.ErrnoName(en), demuxtest.ErrnoName(got)),
 				"%s: table %s: Connect(%v, %v): %v", line, t.name, remote, src, err)
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // eventLog records OnPort and OnAddr events in the order they come, and
@@ -76,9 +77,9 @@ func TestAddrEvents(t *testing.T) {
 		{"link-local by device", demux.Options{Addr: netip.MustParseAddr("fe80::1"), Device: 2, Port: 53}, "[fe80::1%2]:53 v6only=true", "fe80::1"},
 		{"bind(0)", demux.Options{Addr: netip.MustParseAddr("127.0.0.2")}, "127.0.0.2:40000 v6only=false", "127.0.0.2"},
 	}
-	for _, st := range storages {
+	for _, st := range demuxtest.Storages() {
 		for _, c := range cases {
-			t.Run(st.name+"/"+c.name, func(t *testing.T) {
+			t.Run(st.Name+"/"+c.name, func(t *testing.T) {
 				probe := netip.MustParseAddr(c.probe)
 				peer := mk("127.0.0.9", 999)
 				if probe.Is6() {
@@ -89,7 +90,7 @@ func TestAddrEvents(t *testing.T) {
 					port = 40000
 				}
 				l := &eventLog{peer: peer, probe: netip.AddrPortFrom(probe, port), ifindex: 2}
-				cfg := st.cfg
+				cfg := st.Table
 				cfg.OnPort, cfg.OnAddr = l.onPort, l.onAddr
 				cfg.PortLow, cfg.PortHigh = 40000, 40000
 				tbl, err := demux.New[string](cfg)
@@ -153,11 +154,11 @@ func TestAddrEvents(t *testing.T) {
 // port already in use hears no port event.
 func TestAddrEventVeto(t *testing.T) {
 	errVeto := errors.New("address refused")
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) {
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) {
 			vetoed := netip.MustParseAddr("127.0.0.7")
 			l := &eventLog{peer: netip.MustParseAddrPort("127.0.0.9:999"), veto: map[netip.Addr]error{vetoed: errVeto}}
-			cfg := st.cfg
+			cfg := st.Table
 			cfg.OnPort, cfg.OnAddr = l.onPort, l.onAddr
 			cfg.PortLow, cfg.PortHigh = 40000, 40000
 			tbl, err := demux.New[string](cfg)
@@ -199,9 +200,9 @@ func TestAddrEventVeto(t *testing.T) {
 // fails at once.
 func TestEphemeralTriesAnotherPort(t *testing.T) {
 	taken := fmt.Errorf("held by another program: %w", syscall.EADDRINUSE)
-	for _, st := range storages {
+	for _, st := range demuxtest.Storages() {
 		for _, hook := range []string{"OnPort", "OnAddr"} {
-			t.Run(st.name+"/"+hook, func(t *testing.T) {
+			t.Run(st.Name+"/"+hook, func(t *testing.T) {
 				var asked []uint16
 				refuse := 0    // how many of the next ports to refuse
 				var err0 error // the refusal
@@ -213,7 +214,7 @@ func TestEphemeralTriesAnotherPort(t *testing.T) {
 					}
 					return nil
 				}
-				cfg := st.cfg
+				cfg := st.Table
 				cfg.PortLow, cfg.PortHigh = 40000, 40099
 				if hook == "OnPort" {
 					cfg.OnPort = func(port uint16, inUse bool) error {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestLookupBatch: a batch lookup answers every datagram as Lookup does,
@@ -15,8 +16,9 @@ import (
 // implementation's 64, with small ports (scanned), large ones (indexed),
 // connected sockets, SO_REUSEPORT groups and undeliverable datagrams.
 func TestLookupBatch(t *testing.T) {
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(11, 12))
 			tab, err := demux.New[int](cfg)
 			require.NoError(t, err)

@@ -31,14 +31,9 @@ func addr6N(i int) netip.Addr {
 }
 
 // buildTable binds n sockets, the i-th with options o(i), in a table of
-// benchConfig(s), and returns the destinations that datagrams to them use,
-// in random order.
-func buildTable(b testing.TB, s demux.Strategy, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
-	return buildTableSlots(b, benchConfig(s), n, o)
-}
-
-// buildTableSlots is buildTable with the table's configuration given.
-func buildTableSlots(b testing.TB, cfg demux.Config, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
+// configuration cfg, and returns the destinations that datagrams to them
+// use, in random order.
+func buildTable(b testing.TB, cfg demux.Config, n int, o func(i int) (demux.Options, netip.AddrPort)) (*demux.Table[int], []netip.AddrPort) {
 	t, err := demux.New[int](cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -56,32 +51,32 @@ func buildTableSlots(b testing.TB, cfg demux.Config, n int, o func(i int) (demux
 	return t, dsts
 }
 
-// samePortTable binds n sockets on port 53 at distinct IPv4 addresses.
-func samePortTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
-		a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-		return demux.Options{Addr: a, Port: 53}, netip.AddrPortFrom(a, 53)
+// samePortTable binds n sockets on port 53 at distinct IPv4 addresses
+// (addrN).
+func samePortTable(b testing.TB, cfg demux.Config, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, cfg, n, func(i int) (demux.Options, netip.AddrPort) {
+		return demux.Options{Addr: addrN(i), Port: 53}, netip.AddrPortFrom(addrN(i), 53)
 	})
 }
 
 // samePort6Table is samePortTable with IPv6 addresses.
-func samePort6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+func samePort6Table(b testing.TB, cfg demux.Config, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, cfg, n, func(i int) (demux.Options, netip.AddrPort) {
 		return demux.Options{Addr: addr6N(i), Port: 53}, netip.AddrPortFrom(addr6N(i), 53)
 	})
 }
 
 // distinctPortsTable binds n IPv4 wildcard sockets on distinct ports.
-func distinctPortsTable(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+func distinctPortsTable(b testing.TB, cfg demux.Config, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, cfg, n, func(i int) (demux.Options, netip.AddrPort) {
 		p := uint16(1 + i)
 		return demux.Options{Addr: netip.IPv4Unspecified(), Port: p}, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
 	})
 }
 
 // distinctPorts6Table binds n IPv6-only "::" sockets on distinct ports.
-func distinctPorts6Table(b testing.TB, s demux.Strategy, n int) (*demux.Table[int], []netip.AddrPort) {
-	return buildTable(b, s, n, func(i int) (demux.Options, netip.AddrPort) {
+func distinctPorts6Table(b testing.TB, cfg demux.Config, n int) (*demux.Table[int], []netip.AddrPort) {
+	return buildTable(b, cfg, n, func(i int) (demux.Options, netip.AddrPort) {
 		p := uint16(1 + i)
 		return demux.Options{Addr: netip.IPv6Unspecified(), Port: p, V6Only: true}, netip.AddrPortFrom(addr6N(1), p)
 	})
@@ -111,7 +106,7 @@ func BenchmarkLookup(b *testing.B) {
 	shapes := []struct {
 		name  string
 		n     int
-		build func(testing.TB, demux.Strategy, int) (*demux.Table[int], []netip.AddrPort)
+		build func(testing.TB, demux.Config, int) (*demux.Table[int], []netip.AddrPort)
 	}{
 		{"same-port", 512, samePortTable},
 		{"same-port", 4096, samePortTable},
@@ -122,12 +117,12 @@ func BenchmarkLookup(b *testing.B) {
 	for _, sh := range shapes {
 		for _, s := range strategies {
 			b.Run(fmt.Sprintf("%s-%d/%v", sh.name, sh.n, s), func(b *testing.B) {
-				t, dsts := sh.build(b, s, sh.n)
+				t, dsts := sh.build(b, benchConfig(s), sh.n)
 				benchLookups(b, t, dsts)
 			})
 		}
 		b.Run(fmt.Sprintf("%s-%d/map", sh.name, sh.n), func(b *testing.B) {
-			_, dsts := sh.build(b, demux.Hybrid, sh.n)
+			_, dsts := sh.build(b, benchConfig(demux.Hybrid), sh.n)
 			m := make(map[netip.AddrPort]int, len(dsts))
 			for i, d := range dsts {
 				m[d] = i
@@ -150,23 +145,17 @@ func BenchmarkLookup(b *testing.B) {
 // at distinct addresses (each secondary chain holds about sockets/slots).
 func BenchmarkLookupSlots(b *testing.B) {
 	shapes := []struct {
-		name string
-		n    int
-		opts func(i int) (demux.Options, netip.AddrPort)
+		name  string
+		n     int
+		build func(testing.TB, demux.Config, int) (*demux.Table[int], []netip.AddrPort)
 	}{
-		{"distinct-ports", 65000, func(i int) (demux.Options, netip.AddrPort) {
-			p := uint16(1 + i)
-			return demux.Options{Addr: netip.IPv4Unspecified(), Port: p}, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, 1}), p)
-		}},
-		{"same-port", 16384, func(i int) (demux.Options, netip.AddrPort) {
-			a := netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)})
-			return demux.Options{Addr: a, Port: 53}, netip.AddrPortFrom(a, 53)
-		}},
+		{"distinct-ports", 65000, distinctPortsTable},
+		{"same-port", 16384, samePortTable},
 	}
 	for _, sh := range shapes {
 		for _, slots := range []int{256, 4096, 65536, 0} {
 			b.Run(fmt.Sprintf("%s-%d/slots=%d", sh.name, sh.n, slots), func(b *testing.B) {
-				t, dsts := buildTableSlots(b, demux.Config{Slots: slots}, sh.n, sh.opts)
+				t, dsts := sh.build(b, demux.Config{Slots: slots}, sh.n)
 				benchLookups(b, t, dsts)
 			})
 		}
@@ -174,7 +163,7 @@ func BenchmarkLookupSlots(b *testing.B) {
 }
 
 func BenchmarkVerify(b *testing.B) {
-	t, _ := samePortTable(b, demux.Hybrid, 64)
+	t, _ := samePortTable(b, benchConfig(demux.Hybrid), 64)
 	for b.Loop() {
 		if err := t.Verify(); err != nil {
 			b.Fatal(err)
@@ -188,18 +177,7 @@ func BenchmarkVerify(b *testing.B) {
 func BenchmarkLookupParallel(b *testing.B) {
 	for _, count := range []bool{false, true} {
 		b.Run(fmt.Sprintf("count-%v", count), func(b *testing.B) {
-			t, err := demux.New[int](demux.Config{Slots: 65536, CountPaths: count})
-			if err != nil {
-				b.Fatal(err)
-			}
-			dsts := make([]netip.AddrPort, 4096)
-			for i := range dsts {
-				dsts[i] = netip.AddrPortFrom(addrN(i), 53)
-				if _, err := t.Bind(demux.Options{Addr: addrN(i), Port: 53}, i); err != nil {
-					b.Fatal(err)
-				}
-			}
-			rand.New(rand.NewPCG(1, 2)).Shuffle(len(dsts), func(i, j int) { dsts[i], dsts[j] = dsts[j], dsts[i] })
+			t, dsts := samePortTable(b, demux.Config{Slots: 65536, CountPaths: count}, 4096)
 			src := netip.MustParseAddrPort("192.0.2.1:40000")
 			var next atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // churn runs write in a loop on a goroutine of its own until the test
@@ -54,9 +55,9 @@ func within[T any](t *testing.T, d time.Duration, what string, read func() T) T 
 // a snapshot that only retried would never finish.
 func TestMembersUnderChurn(t *testing.T) {
 	const stable, minSnapshots, spell = 3000, 5, 2 * time.Second
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) {
-			tab, err := demux.New[int](st.cfg)
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) {
+			tab, err := demux.New[int](st.Table)
 			require.NoError(t, err)
 			o := demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 7000, ReusePort: true}
 			var g demux.Group[int]
@@ -109,17 +110,17 @@ func TestLookupsBesideMover(t *testing.T) {
 	dst := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port)
 	group := netip.AddrPortFrom(netip.MustParseAddr("239.1.1.1"), port)
 	src := netip.MustParseAddrPort("192.0.2.1:5000")
-	for _, st := range storages {
+	for _, st := range demuxtest.Storages() {
 		for _, kind := range []string{"multicast", "unicast"} {
-			t.Run(st.name+"/"+kind, func(t *testing.T) {
+			t.Run(st.Name+"/"+kind, func(t *testing.T) {
 				// A bind of a device's socket, and the fixed slots'
 				// binds, scan the sockets already on the port: those
 				// shapes get fewer.
 				receivers := 20000
-				if st.cfg.Slots != 0 || kind == "unicast" {
+				if st.Table.Slots != 0 || kind == "unicast" {
 					receivers = 3000
 				}
-				tab, err := demux.New[int](st.cfg)
+				tab, err := demux.New[int](st.Table)
 				require.NoError(t, err)
 				wild := netip.IPv4Unspecified()
 				for i := range receivers {

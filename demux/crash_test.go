@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestNilInterfaceValue: a table of an interface type stores and returns a
@@ -20,8 +21,9 @@ func TestNilInterfaceValue(t *testing.T) {
 	src := netip.MustParseAddrPort("192.0.2.1:1000")
 	dst := netip.MustParseAddrPort("127.0.0.1:53")
 	bcast := netip.MustParseAddrPort("255.255.255.255:53")
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			for _, tc := range []struct {
 				name string
 				run  func(t *testing.T)
@@ -76,10 +78,12 @@ func TestBrokenRand(t *testing.T) {
 		{"all ones", constSource(^uint64(0))},
 	} {
 		for _, eph := range []demux.Ephemeral{demux.EphemeralIndex, demux.EphemeralBitmap, demux.EphemeralLinear} {
-			for _, st := range storages {
-				t.Run(st.name+"/"+tc.name+"/"+eph.String(), func(t *testing.T) {
+			for _, st := range demuxtest.Storages() {
+				t.Run(st.Name+"/"+tc.name+"/"+eph.String(), func(t *testing.T) {
 					// 300 ports: Lemire's rejection threshold is not 0.
-					tab, err := demux.New[int](st.with(demux.Config{Rand: tc.src, Ephemeral: eph, PortLow: 2000, PortHigh: 2299}))
+					cfg := st.Table
+					cfg.Rand, cfg.Ephemeral, cfg.PortLow, cfg.PortHigh = tc.src, eph, 2000, 2299
+					tab, err := demux.New[int](cfg)
 					require.NoError(t, err)
 					done := make(chan error, 1)
 					go func() {
@@ -125,8 +129,9 @@ func TestBrokenRand(t *testing.T) {
 func TestIfindexNotTruncated(t *testing.T) {
 	src := netip.MustParseAddrPort("192.0.2.1:1000")
 	dst := netip.MustParseAddrPort("127.0.0.1:53")
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			_, err = tab.Bind(demux.Options{Addr: netip.IPv4Unspecified(), Port: 53, Device: 3, ReuseAddr: true}, "dev3")

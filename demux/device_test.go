@@ -10,13 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestSetDevice checks SO_BINDTODEVICE after bind against what Linux 6.18
 // did with real sockets on loopback (interface 1) and a veth (here 3).
 func TestSetDevice(t *testing.T) {
-	for _, cfg := range discConfigs {
-		t.Run(cfgName(cfg), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			bind := func(o demux.Options, v string) *demux.Socket[string] {
@@ -176,9 +178,10 @@ func TestSetDeviceRehash4(t *testing.T) {
 			assert.Equal(t, "A", recv(5705))
 		}},
 	}
-	for _, cfg := range discConfigs {
+	for _, conf := range demuxtest.Configs() {
+		cfg := conf.Table
 		for _, c := range cases {
-			t.Run(cfgName(cfg)+"/"+c.name, func(t *testing.T) {
+			t.Run(conf.Name+"/"+c.name, func(t *testing.T) {
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				bind := func(port uint16, v string) *demux.Socket[string] {

@@ -9,20 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 var (
 	ap = netip.MustParseAddrPort
 	ad = netip.MustParseAddr
 )
-
-// discConfigs are the table configurations the disconnect tests run on:
-// both storages under every strategy, so that both the scans and the
-// index searches see the rehashed sockets.
-var discConfigs = []demux.Config{
-	{}, {Strategy: demux.OnePhase}, {Strategy: demux.TwoPhase},
-	{Slots: 256}, {Slots: 256, Strategy: demux.OnePhase}, {Slots: 256, Strategy: demux.TwoPhase},
-}
 
 // receiver returns the value of the socket that receives src → dst on
 // ifindex, or "" if none does.
@@ -187,9 +180,10 @@ func TestDisconnect(t *testing.T) {
 			assert.ErrorIs(e.t, zero.Disconnect(), syscall.EBADF)
 		}},
 	}
-	for _, cfg := range discConfigs {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
 		for _, tc := range cases {
-			t.Run(cfgName(cfg)+"/"+tc.name, func(t *testing.T) {
+			t.Run(c.Name+"/"+tc.name, func(t *testing.T) {
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				tc.run(env{t, tab})

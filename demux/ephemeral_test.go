@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 var (
@@ -193,9 +194,13 @@ func TestEphemeralSharesWhenFull(t *testing.T) {
 // a nearly full range and close the sockets on the two neighbouring ports.
 // No port may be handed out twice, and the tables must be consistent after.
 func TestEphemeralReproducer(t *testing.T) {
-	for _, st := range storages {
+	for _, st := range demuxtest.Storages() {
 		for _, algo := range algos {
-			t.Run(st.name+"/"+algo.String(), func(t *testing.T) { ephemeralReproducer(t, st.with(demux.Config{Ephemeral: algo})) })
+			t.Run(st.Name+"/"+algo.String(), func(t *testing.T) {
+				cfg := st.Table
+				cfg.Ephemeral = algo
+				ephemeralReproducer(t, cfg)
+			})
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestConnectKeepsWildcard: a connect whose routing found no source address
@@ -20,8 +21,9 @@ import (
 // an address. An IPv6 peer without a source fails with EADDRNOTAVAIL.
 func TestConnectKeepsWildcard(t *testing.T) {
 	peer := ap("10.0.0.2:6000")
-	for _, cfg := range discConfigs {
-		t.Run(cfgName(cfg), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			bind := func(o demux.Options, v string) *demux.Socket[string] {

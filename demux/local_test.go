@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // nsLocal answers IsLocal for the network namespace the cases below were
@@ -79,9 +80,10 @@ func TestIsLocal(t *testing.T) {
 		{"fe80::1", 2, nil},
 		{"fe80::2%2", 0, syscall.EADDRNOTAVAIL},
 	}
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+	for _, st := range demuxtest.Storages() {
+		cfg := st.Table
 		for _, tc := range cases {
-			t.Run(tc.addr, func(t *testing.T) {
+			t.Run(st.Name+"/"+tc.addr, func(t *testing.T) {
 				var ns nsLocal
 				cfg.IsLocal = ns.isLocal
 				tab, err := demux.New[int](cfg)

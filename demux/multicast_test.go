@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // mcastTable binds n wildcard ReuseAddr sockets on port 5353, in a table
@@ -30,8 +31,8 @@ var (
 // TestMulticastIterator: the iterator yields what the callback does, stops
 // when the loop breaks, and allocates nothing, on either storage.
 func TestMulticastIterator(t *testing.T) {
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) { multicastIterator(t, st.cfg) })
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) { multicastIterator(t, st.Table) })
 	}
 }
 

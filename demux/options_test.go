@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestOptionsAddrPort: a socket's Options().AddrPort() is its LocalAddr
@@ -51,9 +52,10 @@ func TestOptionsKept(t *testing.T) {
 		{"IPv6", demux.Options{Addr: ip("2001:db8::1"), Port: 58, V6Only: true}, peer6, netip.Addr{}, 0},
 		{"link-local with a zone", demux.Options{Addr: ip("fe80::1%4"), Port: 59, V6Only: true}, netip.MustParseAddrPort("[fe80::9%4]:7"), netip.Addr{}, 4},
 	}
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+	for _, st := range demuxtest.Storages() {
+		cfg := st.Table
 		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
+			t.Run(st.Name+"/"+c.name, func(t *testing.T) {
 				tab, err := demux.New[int](cfg)
 				require.NoError(t, err)
 				s, err := tab.Bind(c.o, 1)

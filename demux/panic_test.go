@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // errBoom is what every armed callback of TestCallbackPanics panics with.
@@ -137,14 +138,14 @@ func TestCallbackPanics(t *testing.T) {
 			}
 		}, 0},
 	}
-	for _, st := range storages {
+	for _, st := range demuxtest.Storages() {
 		for _, c := range cases {
-			t.Run(st.name+"/"+c.name, func(t *testing.T) {
+			t.Run(st.Name+"/"+c.name, func(t *testing.T) {
 				// OnAddr has a switch of its own: the other cases' binds
 				// and closes call it too.
 				var a, onAddr armed
 				inUse := map[uint16]bool{} // the ports that OnPort was told of
-				cfg := st.cfg
+				cfg := st.Table
 				cfg.OnPort = func(port uint16, used bool) error {
 					a.check()
 					inUse[port] = used

@@ -83,7 +83,7 @@ func TestPortsAgainstModel(t *testing.T) {
 	if testing.Short() {
 		n = 600
 	}
-	for ci, c := range diffConfigs() { // both storages
+	for ci, c := range diffConfigs() {
 		t.Run(c.Name, func(t *testing.T) {
 			seed := *diffSeed + uint64(ci)
 			gr, err := demuxtest.NewRunner(c, seed)
@@ -125,7 +125,8 @@ func TestPortsAgainstModel(t *testing.T) {
 // lookup made from inside the hook does not find the socket yet (0→1) or
 // any more (1→0).
 func TestPortEventOrder(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+	for _, st := range demuxtest.Storages() {
+		cfg := st.Table
 		var tbl *demux.Table[string]
 		var log []string
 		lo := netip.MustParseAddr("127.0.0.1")
@@ -159,8 +160,8 @@ func TestPortEventOrder(t *testing.T) {
 // announced. The hook dawdles before it records the port, so that a table
 // which published first would be caught.
 func TestPortEventPrecedesPublication(t *testing.T) {
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) { precedesPublication(t, st.cfg) })
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) { precedesPublication(t, st.Table) })
 	}
 }
 
@@ -232,7 +233,8 @@ func precedesPublication(t *testing.T, cfg demux.Config) {
 // with the hook's error and leaves the table as it was.
 func TestPortEventVeto(t *testing.T) {
 	errVeto := errors.New("no kernel socket")
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+	for _, st := range demuxtest.Storages() {
+		cfg := st.Table
 		w := newPortWatcher()
 		w.veto[53] = errVeto
 		w.veto[50000] = errVeto
@@ -281,8 +283,8 @@ func TestPortEventVeto(t *testing.T) {
 // of the chain without the port's lock can miss the new socket, pushed in
 // front of it, and the old one, unlinked behind it, and count 31.
 func TestSocketsConsistentPerPort(t *testing.T) {
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) { socketsConsistentPerPort(t, st.cfg) })
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) { socketsConsistentPerPort(t, st.Table) })
 	}
 }
 
@@ -350,8 +352,8 @@ func socketsConsistentPerPort(t *testing.T, cfg demux.Config) {
 // TestSocketsBodyMayUseTable checks that no lock is held while the loop
 // body runs: it binds and closes on the port being iterated.
 func TestSocketsBodyMayUseTable(t *testing.T) {
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) { socketsBodyMayUseTable(t, st.cfg) })
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) { socketsBodyMayUseTable(t, st.Table) })
 	}
 }
 

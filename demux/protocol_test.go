@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // These tests check the lock-free protocol between writers and lookups
@@ -28,17 +29,11 @@ import (
 // that a lookup returns is complete. Each runs for a bounded time and stops
 // early once it has seen enough lookups race with the move.
 
-// protocolConfigs are the configurations the protocol tests run on: the
-// default one, a fixed-slot one and the two-phase strategy, which always
-// searches the secondary slots.
-var protocolConfigs = []struct {
-	name string
-	cfg  demux.Config
-}{
-	{"default", demux.Config{}},
-	{"slots4096", demux.Config{Slots: 4096}},
-	{"twophase", demux.Config{Slots: 256, Strategy: demux.TwoPhase}},
-}
+// protocolConfigs are the configurations the protocol tests run on, each
+// for protocolBudget: of demuxtest.Configs, the default one, Linux's fixed
+// slots at their size on a small machine, and the two-phase strategy,
+// which always searches the secondary slots.
+var protocolConfigs = demuxtest.Named("grow/Hybrid/default", "fixed4096/Hybrid/default", "fixed256/TwoPhase")
 
 // Phases of the moving socket, as its mover publishes them.
 const (
@@ -312,11 +307,11 @@ func testConnectMove(t *testing.T, fillAt netip.Addr, fillers, connected, batch 
 	}
 	for _, c := range protocolConfigs {
 		budget, enough := protocolBudget(), int64(2000)
-		if long && c.cfg.Slots == 0 {
+		if long && c.Table.Slots == 0 {
 			budget, enough = 8*budget, 20000
 		}
-		t.Run(c.name, func(t *testing.T) {
-			tbl := moveTableAt(t, c.cfg, local, fillAt, port, peer, fillers, connected)
+		t.Run(c.Name, func(t *testing.T) {
+			tbl := moveTableAt(t, c.Table, local, fillAt, port, peer, fillers, connected)
 			if slices.Contains(modes, wildFillers) {
 				addWildFillers(t, tbl, port, 64)
 			}
@@ -368,8 +363,8 @@ func TestMulticastMoveOnceEach(t *testing.T) {
 	group := netip.MustParseAddr("224.1.2.3")
 	peer := netip.MustParseAddrPort("192.0.2.7:53")
 	for _, c := range protocolConfigs {
-		t.Run(c.name, func(t *testing.T) {
-			tbl := moveTable(t, c.cfg, local, port, peer, 64, 0)
+		t.Run(c.Name, func(t *testing.T) {
+			tbl := moveTable(t, c.Table, local, port, peer, 64, 0)
 			stable := map[netip.Addr][]*demux.Socket[string]{}
 			for _, a := range []netip.Addr{local, group, netip.IPv4Unspecified()} {
 				s, err := tbl.Bind(demux.Options{Addr: a, Port: port, ReuseAddr: true}, "stable "+a.String())
@@ -431,10 +426,10 @@ func TestLookupHandleComplete(t *testing.T) {
 	dst := netip.AddrPortFrom(local, port)
 	wild := netip.AddrPortFrom(netip.IPv4Unspecified(), port)
 	for _, c := range protocolConfigs {
-		t.Run(c.name, func(t *testing.T) {
+		t.Run(c.Name, func(t *testing.T) {
 			// No fillers: the chains are short, so most lookups find the
 			// socket and the race with its publication is tried often.
-			tbl := moveTable(t, c.cfg, local, port, peer, 0, 0)
+			tbl := moveTable(t, c.Table, local, port, peer, 0, 0)
 			var r moveRace
 			var found atomic.Int64
 			// use calls every method of s; it reports a panic as a failure
@@ -526,8 +521,8 @@ func TestClosedMeansGone(t *testing.T) {
 	dst := netip.MustParseAddrPort("10.0.0.1:5000")
 	src := netip.MustParseAddrPort("192.0.2.7:53")
 	for _, c := range protocolConfigs {
-		t.Run(c.name, func(t *testing.T) {
-			tbl, err := demux.New[int](c.cfg)
+		t.Run(c.Name, func(t *testing.T) {
+			tbl, err := demux.New[int](c.Table)
 			require.NoError(t, err)
 			closing := make(chan *demux.Socket[int])
 			done := make(chan struct{})

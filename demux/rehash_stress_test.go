@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestRehashUnderLookups: while a socket connects, disconnects and changes
@@ -17,8 +18,9 @@ import (
 // port where three other group members stay bound always find a socket.
 // Run with -race, it also checks that these writes publish safely.
 func TestRehashUnderLookups(t *testing.T) {
-	for _, cfg := range discConfigs {
-		t.Run(cfgName(cfg), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[int](cfg)
 			require.NoError(t, err)
 			ss := bindGroup(t, tab, 0, 4)

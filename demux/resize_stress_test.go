@@ -1,7 +1,6 @@
 package demux_test
 
 import (
-	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestGrowingUnderLookups: while writers bind, connect and close thousands
@@ -21,12 +21,15 @@ import (
 // LookupMulticast must always find the sockets that never change, never
 // get a socket closed before they began, and never see a socket twice in
 // one multicast delivery. It runs on both storages: the fixed slots do
-// not resize, but their chains grow and shrink as much.
+// not resize, but their chains grow and shrink as much. Its time budget
+// runs per configuration: of demuxtest.Configs it takes the default
+// strategy, and the two that index the most ports (two-phase, and hybrid
+// with threshold 1), on each storage.
 func TestGrowingUnderLookups(t *testing.T) {
-	for _, st := range storages {
-		for _, cfg := range []demux.Config{{}, {Strategy: demux.TwoPhase}, {Threshold: 1}} {
-			t.Run(st.name+"/"+cfg.Strategy.String()+fmt.Sprint(cfg.Threshold), func(t *testing.T) { growingUnderLookups(t, st.with(cfg)) })
-		}
+	for _, c := range demuxtest.Named(
+		"grow/Hybrid/default", "grow/TwoPhase", "grow/Hybrid/threshold1",
+		"fixed256/Hybrid/default", "fixed256/TwoPhase", "fixed256/Hybrid/threshold1") {
+		t.Run(c.Name, func(t *testing.T) { growingUnderLookups(t, c.Table) })
 	}
 }
 

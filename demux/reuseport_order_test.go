@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 	"github.com/udpdemux/udpdemux/internal/model"
 )
 
@@ -19,8 +20,9 @@ import (
 // members leave by close and by connect.
 func TestReusePortOrder(t *testing.T) {
 	addr := netip.MustParseAddr("192.0.2.10")
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[int](cfg)
 			require.NoError(t, err)
 			m := model.New(model.Config{ReusePortIndex: tab.ReusePortIndex})

@@ -19,8 +19,8 @@ import (
 // TestKernelRows runs the rows of the semantics table (DESIGN.md, package
 // internal/rows), each asserting the outcome Linux 6.18 gave. Every row
 // runs on the table under every configuration of demuxtest.Configs (every
-// strategy, Hybrid also with threshold 2 so that its secondary path runs
-// even for short chains) and on the reference model, so that the model is checked against the kernel too. The kernel
+// strategy, Hybrid also with thresholds 1 and 2 so that its secondary path
+// runs even for short chains) and on the reference model, so that the model is checked against the kernel too. The kernel
 // conformance test runs the same rows on real sockets.
 //
 // Interface 1 stands for lo.
@@ -235,9 +235,16 @@ func (e *rowEnv) flowsReach(peer netip.AddrPort, dst string, n int, ids ...int) 
 	assert.Len(e.t, got, len(ids), "flows per socket: %v", got)
 }
 
-// rowTables are the table configurations every row runs under: those of
-// the differential test.
-var rowTables = demuxtest.Configs()
+// rowTables are the table configurations every row runs under: all of
+// demuxtest.Configs, counting their paths, which
+// TestKernelRow21Secondary reads.
+var rowTables = func() []demuxtest.Config {
+	cs := demuxtest.Configs()
+	for i := range cs {
+		cs[i].Table.CountPaths = true
+	}
+	return cs
+}()
 
 func TestKernelRows(t *testing.T) {
 	require.Equal(t, rows.Count, rows.All[len(rows.All)-1].Num)

@@ -10,26 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
-
-// configs are the strategies under test, with a hybrid whose threshold
-// forces the secondary table on every port with more than one socket.
-var configs = []demux.Config{
-	{Slots: 256, Strategy: demux.OnePhase},
-	{Slots: 256, Strategy: demux.TwoPhase},
-	{Slots: 256, Strategy: demux.Hybrid},
-	{Slots: 256, Strategy: demux.Hybrid, Threshold: 1},
-	{Strategy: demux.OnePhase},
-	{Strategy: demux.TwoPhase},
-	{},
-	{Threshold: 1},
-}
 
 func TestLinkLocalScope(t *testing.T) {
 	ll := netip.MustParseAddr("fe80::1")
 	peer := netip.MustParseAddrPort("[fe80::99]:4000")
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			on2, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("fe80::1%2"), Port: 5000}, "if2")
@@ -72,8 +61,9 @@ func TestMulticastDelivery(t *testing.T) {
 	y := netip.MustParseAddrPort("192.0.2.2:7000")
 	group := netip.MustParseAddrPort("224.0.0.251:5353")
 	bcast := netip.MustParseAddrPort("255.255.255.255:5353")
-	for _, cfg := range configs {
-		t.Run(cfg.Strategy.String(), func(t *testing.T) {
+	for _, c := range demuxtest.Configs() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			bind := func(addr string, v string, o demux.Options) *demux.Socket[string] {
@@ -127,8 +117,8 @@ func TestMulticastDelivery(t *testing.T) {
 }
 
 func TestIPv6Multicast(t *testing.T) {
-	for _, cfg := range configs {
-		tab, err := demux.New[string](cfg)
+	for _, c := range demuxtest.Configs() {
+		tab, err := demux.New[string](c.Table)
 		require.NoError(t, err)
 		for _, b := range []struct {
 			addr string
@@ -143,48 +133,52 @@ func TestIPv6Multicast(t *testing.T) {
 			return true
 		})
 		slices.Sort(got)
-		assert.Equal(t, []string{"::", "ff02::fb%1"}, got, cfg.Strategy)
+		assert.Equal(t, []string{"::", "ff02::fb%1"}, got, c.Name)
 	}
 }
 
 // TestLookupDoesNotAllocate, whatever the strategy and family, to
 // unconnected and connected sockets alike.
 func TestLookupDoesNotAllocate(t *testing.T) {
-	for _, cfg := range configs {
-		tab, err := demux.New[*int](cfg)
+	for _, c := range demuxtest.Configs() {
+		t.Run(c.Name, func(t *testing.T) { lookupDoesNotAllocate(t, c.Table) })
+	}
+}
+
+func lookupDoesNotAllocate(t *testing.T, cfg demux.Config) {
+	tab, err := demux.New[*int](cfg)
+	require.NoError(t, err)
+	v := new(int)
+	for i := range 40 {
+		_, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 53}, v)
 		require.NoError(t, err)
-		v := new(int)
-		for i := range 40 {
-			_, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 53}, v)
-			require.NoError(t, err)
-			_, err = tab.Bind(demux.Options{Addr: addr6N(i), Port: 53}, v)
-			require.NoError(t, err)
-		}
-		peer := netip.MustParseAddrPort("192.0.2.9:9")
-		for i := range 40 {
-			s, err := tab.Bind(demux.Options{Addr: addrN(100), Port: 54, ReuseAddr: true}, v)
-			require.NoError(t, err)
-			require.NoError(t, s.Connect(netip.AddrPortFrom(peer.Addr(), uint16(9+i)), netip.Addr{}))
-		}
-		for range 4 {
-			_, err := tab.Bind(demux.Options{Addr: addrN(101), Port: 55, ReusePort: true}, v)
-			require.NoError(t, err)
-		}
-		src := netip.MustParseAddrPort("192.0.2.1:1")
-		src6 := netip.MustParseAddrPort("[2001:db8:1::1]:1")
-		for _, d := range []struct {
-			src, dst netip.AddrPort
-			found    bool
-		}{
-			{src, netip.AddrPortFrom(addrN(7), 53), true},
-			{src6, netip.AddrPortFrom(addr6N(7), 53), true},
-			{src, netip.MustParseAddrPort("10.9.9.9:53"), false},
-			{peer, netip.AddrPortFrom(addrN(100), 54), true}, // a connected socket
-			{src, netip.AddrPortFrom(addrN(101), 55), true},  // a pick in a SO_REUSEPORT group
-		} {
-			_, got := tab.Lookup(d.src, d.dst, 1)
-			require.Equal(t, d.found, got != nil, "%v to %v", d.src, d.dst)
-			assert.Zero(t, testing.AllocsPerRun(100, func() { tab.Lookup(d.src, d.dst, 1) }), d.dst)
-		}
+		_, err = tab.Bind(demux.Options{Addr: addr6N(i), Port: 53}, v)
+		require.NoError(t, err)
+	}
+	peer := netip.MustParseAddrPort("192.0.2.9:9")
+	for i := range 40 {
+		s, err := tab.Bind(demux.Options{Addr: addrN(100), Port: 54, ReuseAddr: true}, v)
+		require.NoError(t, err)
+		require.NoError(t, s.Connect(netip.AddrPortFrom(peer.Addr(), uint16(9+i)), netip.Addr{}))
+	}
+	for range 4 {
+		_, err := tab.Bind(demux.Options{Addr: addrN(101), Port: 55, ReusePort: true}, v)
+		require.NoError(t, err)
+	}
+	src := netip.MustParseAddrPort("192.0.2.1:1")
+	src6 := netip.MustParseAddrPort("[2001:db8:1::1]:1")
+	for _, d := range []struct {
+		src, dst netip.AddrPort
+		found    bool
+	}{
+		{src, netip.AddrPortFrom(addrN(7), 53), true},
+		{src6, netip.AddrPortFrom(addr6N(7), 53), true},
+		{src, netip.MustParseAddrPort("10.9.9.9:53"), false},
+		{peer, netip.AddrPortFrom(addrN(100), 54), true}, // a connected socket
+		{src, netip.AddrPortFrom(addrN(101), 55), true},  // a pick in a SO_REUSEPORT group
+	} {
+		_, got := tab.Lookup(d.src, d.dst, 1)
+		require.Equal(t, d.found, got != nil, "%v to %v", d.src, d.dst)
+		assert.Zero(t, testing.AllocsPerRun(100, func() { tab.Lookup(d.src, d.dst, 1) }), d.dst)
 	}
 }

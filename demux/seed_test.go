@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // seededTable makes a table with the given flow seed and random source,
@@ -48,7 +49,8 @@ func picks(tab *demux.Table[int]) []int {
 // every flow to the same group member, and still choose different ephemeral
 // ports; without FlowSeed, their flows spread differently.
 func TestFlowSeed(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
+	for _, st := range demuxtest.Storages() {
+		cfg := st.Table
 		a, portsA := seededTable(t, cfg, 0x5eed, rand.NewPCG(1, 2), 5)
 		b, portsB := seededTable(t, cfg, 0x5eed, rand.NewPCG(3, 4), 5)
 		assert.Equal(t, picks(a), picks(b), "same flow seed, different members")

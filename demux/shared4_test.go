@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestSharedTuple holds sockets that share a 4-tuple, where the newest
@@ -62,9 +63,10 @@ func TestSharedTuple(t *testing.T) {
 			connect(e, e.a, other)
 		}, "B"},
 	}
-	for _, cfg := range discConfigs {
+	for _, conf := range demuxtest.Configs() {
+		cfg := conf.Table
 		for _, c := range cases {
-			t.Run(cfgName(cfg)+"/"+c.name, func(t *testing.T) {
+			t.Run(conf.Name+"/"+c.name, func(t *testing.T) {
 				tab, err := demux.New[string](cfg)
 				require.NoError(t, err)
 				o := demux.Options{Addr: ad("10.0.0.1"), Port: 5300, ReuseAddr: true}
@@ -94,8 +96,12 @@ func TestSharedTuple(t *testing.T) {
 // mover; every lookup must return the receiver.
 func TestSharedTupleRace(t *testing.T) {
 	const local, peer, other = "10.0.0.1:5300", "192.0.2.1:53", "192.0.2.2:53"
-	for _, cfg := range discConfigs {
-		t.Run(cfgName(cfg), func(t *testing.T) {
+	// Each configuration runs for protocolBudget, and the port's sockets
+	// are as many as the hybrid's default threshold: each strategy with
+	// its defaults.
+	for _, c := range demuxtest.Strategies() {
+		cfg := c.Table
+		t.Run(c.Name, func(t *testing.T) {
 			tab, err := demux.New[string](cfg)
 			require.NoError(t, err)
 			o := demux.Options{Addr: ad("10.0.0.1"), Port: 5300, ReuseAddr: true}

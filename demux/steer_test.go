@@ -10,17 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 var steerDst = netip.MustParseAddrPort("10.0.0.1:443")
-
-// cfgName names a configuration in subtest names.
-func cfgName(cfg demux.Config) string {
-	if cfg.Slots == 0 {
-		return "grow/" + cfg.Strategy.String()
-	}
-	return "fixed/" + cfg.Strategy.String()
-}
 
 // steerFlows returns n distinct IPv4 flows to steerDst.
 func steerFlows(n int) []netip.AddrPort {
@@ -55,50 +48,54 @@ func memberValues(m demux.Members[int]) []int {
 // TestGroupReport: a socket reports its group and the members; sockets
 // outside any group report none.
 func TestGroupReport(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256, Strategy: demux.OnePhase}} {
-		tab, err := demux.New[int](cfg)
-		require.NoError(t, err)
-		ss := bindGroup(t, tab, 0, 3)
-		other, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 443, ReusePort: true}, 9)
-		require.NoError(t, err)
-		plain, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.2"), Port: 444}, 10)
-		require.NoError(t, err)
-
-		g0, ok := ss[0].Group()
-		require.True(t, ok)
-		g2, _ := ss[2].Group()
-		assert.True(t, g0 == g2, "members of one group report different groups")
-		assert.Equal(t, []int{0, 1, 2}, memberValues(g0.Members()))
-		assert.Equal(t, 3, g0.Members().Len())
-		assert.Same(t, ss[1], g0.Members().At(1))
-		og, ok := other.Group()
-		require.True(t, ok)
-		assert.False(t, og == g0, "another address, same group")
-		assert.Equal(t, []int{9}, memberValues(og.Members()))
-		_, ok = plain.Group()
-		assert.False(t, ok, "a socket without ReusePort is in a group")
-
-		// Connected and closed sockets leave the group.
-		require.NoError(t, tab.Connect(ss[1], netip.MustParseAddrPort("198.18.0.1:9"), netip.MustParseAddr("10.0.0.1")))
-		_, ok = ss[1].Group()
-		assert.False(t, ok, "a connected socket is in a group")
-		require.NoError(t, tab.Close(ss[0]))
-		_, ok = ss[0].Group()
-		assert.False(t, ok, "a closed socket is in a group")
-		assert.Equal(t, []int{2}, memberValues(g0.Members()))
-		var zero demux.Group[int]
-		assert.Equal(t, 0, zero.Members().Len())
-		assert.Nil(t, zero.Pick(steerFlows(1)[0], steerDst, 1))
-		zero.SetSelector(nil) // no panic
+	for _, c := range demuxtest.Configs() {
+		t.Run(c.Name, func(t *testing.T) { groupReport(t, c.Table) })
 	}
+}
+
+func groupReport(t *testing.T, cfg demux.Config) {
+	tab, err := demux.New[int](cfg)
+	require.NoError(t, err)
+	ss := bindGroup(t, tab, 0, 3)
+	other, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.1"), Port: 443, ReusePort: true}, 9)
+	require.NoError(t, err)
+	plain, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr("10.0.0.2"), Port: 444}, 10)
+	require.NoError(t, err)
+
+	g0, ok := ss[0].Group()
+	require.True(t, ok)
+	g2, _ := ss[2].Group()
+	assert.True(t, g0 == g2, "members of one group report different groups")
+	assert.Equal(t, []int{0, 1, 2}, memberValues(g0.Members()))
+	assert.Equal(t, 3, g0.Members().Len())
+	assert.Same(t, ss[1], g0.Members().At(1))
+	og, ok := other.Group()
+	require.True(t, ok)
+	assert.False(t, og == g0, "another address, same group")
+	assert.Equal(t, []int{9}, memberValues(og.Members()))
+	_, ok = plain.Group()
+	assert.False(t, ok, "a socket without ReusePort is in a group")
+
+	// Connected and closed sockets leave the group.
+	require.NoError(t, tab.Connect(ss[1], netip.MustParseAddrPort("198.18.0.1:9"), netip.MustParseAddr("10.0.0.1")))
+	_, ok = ss[1].Group()
+	assert.False(t, ok, "a connected socket is in a group")
+	require.NoError(t, tab.Close(ss[0]))
+	_, ok = ss[0].Group()
+	assert.False(t, ok, "a closed socket is in a group")
+	assert.Equal(t, []int{2}, memberValues(g0.Members()))
+	var zero demux.Group[int]
+	assert.Equal(t, 0, zero.Members().Len())
+	assert.Nil(t, zero.Pick(steerFlows(1)[0], steerDst, 1))
+	zero.SetSelector(nil) // no panic
 }
 
 // TestSelector: a selector steers every flow; when it declines (or answers
 // an index out of range) the flow hash picks, as Group.Pick says; it sees
 // the datagram and the flow hash the default choice uses.
 func TestSelector(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
-		t.Run(cfgName(cfg), func(t *testing.T) { testSelector(t, cfg) })
+	for _, st := range demuxtest.Storages() {
+		t.Run(st.Name, func(t *testing.T) { testSelector(t, st.Table) })
 	}
 }
 
@@ -241,8 +238,8 @@ func TestReusePortRemap(t *testing.T) {
 // TestSteerAllocs: lookups that end in a group allocate nothing, with or
 // without a selector.
 func TestSteerAllocs(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}} {
-		steerAllocs(t, cfg)
+	for _, st := range demuxtest.Storages() {
+		steerAllocs(t, st.Table)
 	}
 }
 
@@ -275,48 +272,52 @@ func steerAllocs(t *testing.T, cfg demux.Config) {
 // takes LookupBatch off its staged path), and nil from Lookup; a batch
 // whose datagrams are all IPv4 carries it too.
 func TestSelectorPayload(t *testing.T) {
-	for _, cfg := range []demux.Config{{}, {Slots: 256}, {CountPaths: true}} {
-		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
-			for _, addr := range []string{"0.0.0.0", "::"} {
-				tab, err := demux.New[int](cfg)
-				require.NoError(t, err)
-				var g demux.Group[int]
-				for i := range 4 {
-					s, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr(addr), Port: 443, ReusePort: true}, i)
+	for _, st := range demuxtest.Storages() {
+		for _, count := range []bool{false, true} {
+			cfg := st.Table
+			cfg.CountPaths = count
+			t.Run(fmt.Sprintf("%s/CountPaths=%v", st.Name, count), func(t *testing.T) {
+				for _, addr := range []string{"0.0.0.0", "::"} {
+					tab, err := demux.New[int](cfg)
 					require.NoError(t, err)
-					g, _ = s.Group()
-				}
-				var seen atomic.Pointer[[]byte]
-				g.SetSelector(func(d demux.Datagram, _ uint32, m demux.Members[int]) int {
-					seen.Store(&d.Payload)
-					if len(d.Payload) == 0 {
-						return -1
+					var g demux.Group[int]
+					for i := range 4 {
+						s, err := tab.Bind(demux.Options{Addr: netip.MustParseAddr(addr), Port: 443, ReusePort: true}, i)
+						require.NoError(t, err)
+						g, _ = s.Group()
 					}
-					return int(d.Payload[0]) % m.Len()
-				})
-				src, dst := netip.MustParseAddrPort("127.0.0.9:999"), netip.MustParseAddrPort("127.0.0.1:443")
-				if addr == "::" {
-					src, dst = netip.MustParseAddrPort("[::9]:999"), netip.MustParseAddrPort("[::1]:443")
-				}
-				for w := range 4 {
-					p := []byte{byte(w), 0xff}
-					_, v := tab.LookupDatagram(demux.Datagram{Src: src, Dst: dst, Payload: p})
-					assert.Equal(t, w, v, "LookupDatagram")
-					assert.Equal(t, p, *seen.Load())
-					ds := make([]demux.Datagram, 5)
-					for i := range ds {
-						ds[i] = demux.Datagram{Src: src, Dst: dst, Payload: []byte{byte(w + i)}}
+					var seen atomic.Pointer[[]byte]
+					g.SetSelector(func(d demux.Datagram, _ uint32, m demux.Members[int]) int {
+						seen.Store(&d.Payload)
+						if len(d.Payload) == 0 {
+							return -1
+						}
+						return int(d.Payload[0]) % m.Len()
+					})
+					src, dst := netip.MustParseAddrPort("127.0.0.9:999"), netip.MustParseAddrPort("127.0.0.1:443")
+					if addr == "::" {
+						src, dst = netip.MustParseAddrPort("[::9]:999"), netip.MustParseAddrPort("[::1]:443")
 					}
-					out := make([]*demux.Socket[int], len(ds))
-					require.Equal(t, len(ds), tab.LookupBatch(ds, out))
-					for i, s := range out {
-						require.NotNil(t, s)
-						assert.Equal(t, (w+i)%4, s.Value(), "LookupBatch %d", i)
+					for w := range 4 {
+						p := []byte{byte(w), 0xff}
+						_, v := tab.LookupDatagram(demux.Datagram{Src: src, Dst: dst, Payload: p})
+						assert.Equal(t, w, v, "LookupDatagram")
+						assert.Equal(t, p, *seen.Load())
+						ds := make([]demux.Datagram, 5)
+						for i := range ds {
+							ds[i] = demux.Datagram{Src: src, Dst: dst, Payload: []byte{byte(w + i)}}
+						}
+						out := make([]*demux.Socket[int], len(ds))
+						require.Equal(t, len(ds), tab.LookupBatch(ds, out))
+						for i, s := range out {
+							require.NotNil(t, s)
+							assert.Equal(t, (w+i)%4, s.Value(), "LookupBatch %d", i)
+						}
 					}
+					tab.Lookup(src, dst, 0)
+					assert.Nil(t, *seen.Load(), "Lookup has no payload")
 				}
-				tab.Lookup(src, dst, 0)
-				assert.Nil(t, *seen.Load(), "Lookup has no payload")
-			}
-		})
+			})
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
 // TestConcurrentStress runs binds, connects and closes on some ports while
@@ -24,9 +25,11 @@ import (
 // mix). It is meant for -race; it runs for a bounded time, on each
 // storage.
 func TestConcurrentStress(t *testing.T) {
-	for _, st := range storages {
-		t.Run(st.name, func(t *testing.T) {
-			concurrentStress(t, st.with(demux.Config{Threshold: 4, PortLow: 41000, PortHigh: 41063}))
+	for _, c := range demuxtest.Storages() {
+		t.Run(c.Name, func(t *testing.T) {
+			cfg := c.Table
+			cfg.Threshold, cfg.PortLow, cfg.PortHigh = 4, 41000, 41063
+			concurrentStress(t, cfg)
 		})
 	}
 }
@@ -218,4 +221,19 @@ func concurrentStress(t *testing.T, cfg demux.Config) {
 		got, _ := tbl.Lookup(p.src, p.dst, p.ifindex)
 		assert.Same(t, p.want, got, "%v -> %v", p.src, p.dst)
 	}
+}
+
+// stressBudget bounds how long one subtest of a stress test runs: d, a
+// quarter of it with -short, and never more than a fiftieth of the time
+// left before -timeout ends the test binary. A stress test also stops on
+// an operation count where it has one; what it must have done whatever
+// the budget (rounds, races seen) it checks on its own.
+func stressBudget(t *testing.T, d time.Duration) time.Duration {
+	if testing.Short() {
+		d /= 4
+	}
+	if end, ok := t.Deadline(); ok {
+		d = min(d, time.Until(end)/50)
+	}
+	return d
 }

@@ -15,6 +15,8 @@ import (
 func roundTrip[V any](t *testing.T, v V, want valueRep, eq func(a, b V) bool) {
 	t.Helper()
 	require.Equal(t, want, repOf[V]())
+	// demuxtest.Storages' two configurations, written out: demuxtest
+	// imports demux, so that this test, inside the package, cannot use it.
 	for _, cfg := range []Config{{}, {Slots: 256}} {
 		tab, err := New[V](cfg)
 		require.NoError(t, err)
@@ -104,7 +106,7 @@ func groupValues[V any](t *testing.T, val func(k int) V, eq func(a, b V) bool) {
 		}
 		return seen
 	}
-	for _, cfg := range []Config{{}, {Slots: 256}} {
+	for _, cfg := range []Config{{}, {Slots: 256}} { // demuxtest.Storages, as in roundTrip
 		tab, err := New[V](cfg)
 		require.NoError(t, err)
 		want := map[*Socket[V]]V{}

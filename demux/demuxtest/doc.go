@@ -6,7 +6,9 @@
 // and the sockets' addresses — and calls the table's Verify after every
 // write. A Generator makes random sequences that mostly hit live sockets;
 // Shrink finds a short sequence that still fails. Configs is the one list
-// of table configurations those tests run on.
+// of table configurations that the module's tests run on, the
+// differential and the conformance tests among them; Storages, Strategies
+// and Named take subsets of it.
 //
 // It is a subpackage that imports its parent, as net/http/httptest imports
 // net/http, so that the reference model and the rest of the module's

@@ -115,14 +115,30 @@ func Errno(err error) syscall.Errno {
 	return NotErrno
 }
 
-func errnoName(e syscall.Errno) string {
+// ErrnoName names an errno the way the tests print and count answers:
+// "ok" for none, "non-errno error" for NotErrno, the constant's name for
+// the errnos that the table and Linux give for UDP sockets, the number and
+// message for any other.
+func ErrnoName(e syscall.Errno) string {
 	switch e {
 	case 0:
 		return "ok"
 	case NotErrno:
 		return "non-errno error"
+	case syscall.EADDRINUSE:
+		return "EADDRINUSE"
+	case syscall.EINVAL:
+		return "EINVAL"
+	case syscall.EADDRNOTAVAIL:
+		return "EADDRNOTAVAIL"
+	case syscall.EAFNOSUPPORT:
+		return "EAFNOSUPPORT"
+	case syscall.ENETUNREACH:
+		return "ENETUNREACH"
+	case syscall.EBADF:
+		return "EBADF"
 	}
-	return fmt.Sprintf("%d(%v)", uintptr(e), e)
+	return fmt.Sprintf("errno %d (%v)", int(e), e)
 }
 
 // Format prints a sequence, one op a line.

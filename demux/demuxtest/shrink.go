@@ -38,15 +38,6 @@ func Shrink(c Config, seed uint64, ops []Op, kind string) []Op {
 		return errors.As(err, &mm) && mm.Kind == kind && at == len(cand)-1
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	try := func(drop func(i int) bool) bool {
-		last := len(ops) - 1
-		cand := without(ops, func(i int) bool { return i != last && drop(i) })
-		if len(cand) < len(ops) && fails(cand) {
-			ops = cand
-			return true
-		}
-		return false
-	}
 	// Replay the table's bind(0) choices as explicit binds.
 	fixed := slices.Clone(ops)
 	for i := range len(fixed) - 1 {
@@ -59,11 +50,47 @@ func Shrink(c Config, seed uint64, ops []Op, kind string) []Op {
 	}
 	// Whole kinds of ops first: most are lookups that change nothing.
 	for _, k := range []Kind{Lookup, Multicast, Close, Connect, Disconnect, SetDevice} {
-		try(func(i int) bool { return ops[i].Kind == k })
+		last := len(ops) - 1
+		cand := without(ops, func(i int) bool { return i != last && ops[i].Kind == k })
+		if len(cand) < len(ops) && fails(cand) {
+			ops = cand
+		}
 	}
-	for chunk := len(ops) / 2; chunk >= 1 && time.Now().Before(deadline); {
+	return Minimize(ops, without, fails, func() bool { return time.Now().Before(deadline) })
+}
+
+// Minimize removes elements from seq, a sequence that fails at its last
+// element, for as long as fails reports that what is left still does so,
+// and returns the shortest sequence it found. It tries runs of elements,
+// the longest first, then runs half as long, down to single elements,
+// which it tries until none can go or more reports false. The last
+// element always stays. drop returns seq without the elements whose
+// indexes gone reports, updating what the others refer to; nil drops them
+// and changes nothing else, for elements that refer to none.
+func Minimize[T any](seq []T, drop func(seq []T, gone func(i int) bool) []T, fails func([]T) bool, more func() bool) []T {
+	if drop == nil {
+		drop = func(seq []T, gone func(i int) bool) []T {
+			var out []T
+			for i, x := range seq {
+				if !gone(i) {
+					out = append(out, x)
+				}
+			}
+			return out
+		}
+	}
+	try := func(gone func(i int) bool) bool {
+		last := len(seq) - 1
+		cand := drop(seq, func(i int) bool { return i != last && gone(i) })
+		if len(cand) < len(seq) && fails(cand) {
+			seq = cand
+			return true
+		}
+		return false
+	}
+	for chunk := len(seq) / 2; chunk >= 1 && more(); {
 		removed := false
-		for i := len(ops) - 1 - chunk; i >= 0 && time.Now().Before(deadline); i -= chunk {
+		for i := len(seq) - 1 - chunk; i >= 0 && more(); i -= chunk {
 			lo := i
 			if try(func(j int) bool { return j >= lo && j < lo+chunk }) {
 				removed = true
@@ -71,9 +98,9 @@ func Shrink(c Config, seed uint64, ops []Op, kind string) []Op {
 		}
 		if !removed {
 			chunk /= 2
-		} else if chunk > len(ops)/2 {
-			chunk = len(ops) / 2
+		} else if chunk > len(seq)/2 {
+			chunk = len(seq) / 2
 		}
 	}
-	return ops
+	return seq
 }
