@@ -229,16 +229,7 @@ func TestPerAddressBroadcastOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, []string{"0.0.0.0", "127.255.255.255"}, keysOfPort(s, port))
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer c.Close()
-	rc, err := c.SyscallConn()
-	require.NoError(t, err)
-	var serr error
-	require.NoError(t, rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
-	}))
-	require.NoError(t, serr)
+	c := broadcaster(t)
 	for range sent {
 		_, err := c.WriteToUDPAddrPort([]byte("b"), netip.AddrPortFrom(netip.MustParseAddr("127.255.255.255"), port))
 		require.NoError(t, err)

@@ -143,16 +143,7 @@ func TestReadersOneCopyOfBroadcast(t *testing.T) {
 	ls := portListeners(s, port)
 	require.Len(t, ls, 2, "kernel sockets of the port")
 
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	require.NoError(t, err)
-	defer c.Close()
-	rc, err := c.SyscallConn()
-	require.NoError(t, err)
-	var serr error
-	require.NoError(t, rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
-	}))
-	require.NoError(t, serr)
+	c := broadcaster(t)
 	dst := netip.AddrPortFrom(netip.MustParseAddr("127.255.255.255"), port)
 	for range sent {
 		_, err := c.WriteToUDPAddrPort([]byte("b"), dst)
@@ -185,6 +176,22 @@ func TestReadersOneCopyOfBroadcast(t *testing.T) {
 	// group, the copies dropped here would be datagrams lost.
 	assert.Zero(t, ls[0].c.copies.Load(), "copies dropped by the first reader")
 	assert.Equal(t, uint64(sent), ls[1].c.copies.Load(), "copies dropped by the second reader")
+}
+
+// broadcaster returns a client socket on 127.0.0.1 that may send to a
+// broadcast address (SO_BROADCAST), closed when the test ends.
+func broadcaster(t *testing.T) *net.UDPConn {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	var serr error
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+	}))
+	require.NoError(t, serr)
+	return c
 }
 
 // queued returns the bytes waiting in l's kernel socket.
