@@ -122,9 +122,8 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 		case l.closeAfter:
 			l.closeAfter = false
 			ls = append(ls, l)
-		case l.drain:
+		case l.draining.Load():
 			// Its reader reads on as before.
-			l.drain = false
 			l.draining.Store(false)
 			ls = append(ls, l)
 		}

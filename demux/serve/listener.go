@@ -42,10 +42,9 @@ type listener[V any] struct {
 	bmu        sync.Mutex
 	busy       int
 	closeAfter bool
-	// drain is set, under bmu, when the reader is to read the socket's
-	// queue dry and then close it (Server.end); draining mirrors it for
-	// the reader's reads, which do not take bmu.
-	drain      bool
+	// draining is set when the reader is to read the socket's queue dry
+	// and then close it (Server.end); it changes under bmu, and the
+	// reader's reads, which do not take bmu, load it.
 	draining   atomic.Bool
 	goroutines int
 	// rc reads the socket; readFn is the reader's callback for it

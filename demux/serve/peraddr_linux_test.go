@@ -449,10 +449,7 @@ func TestPerAddressRebindWhileDraining(t *testing.T) {
 	require.Eventually(t, func() bool { return queued(t, la) > 0 }, 5*time.Second, time.Millisecond)
 	close(proceed)
 	wait(inLate, "the late datagram was not read")
-	la.bmu.Lock()
-	draining := la.drain
-	la.bmu.Unlock()
-	require.True(t, draining, "127.0.0.2's kernel socket is set to drain")
+	require.True(t, la.draining.Load(), "127.0.0.2's kernel socket is set to drain")
 
 	bind("127.0.0.2", "a2")
 	close(proceedLate)

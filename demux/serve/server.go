@@ -243,7 +243,6 @@ func (s *Server[V]) end(l *listener[V], reader bool) bool {
 	}
 	l.closeAfter = false
 	if reader && s.opts.PerAddress && drainsQueue {
-		l.drain = true
 		l.draining.Store(true)
 		l.bmu.Unlock()
 		return false
@@ -260,11 +259,10 @@ func (s *Server[V]) end(l *listener[V], reader bool) bool {
 // it when a read fails: when the queue is empty, or the server stops.
 func (s *Server[V]) closeDrained(l *listener[V]) bool {
 	l.bmu.Lock()
-	if !l.drain {
+	if !l.draining.Load() {
 		l.bmu.Unlock()
 		return false
 	}
-	l.drain = false
 	l.draining.Store(false)
 	l.closing.Store(true)
 	_ = l.conn.Close()
@@ -292,7 +290,7 @@ func (l *listener[V]) waitsToClose() bool {
 	}
 	l.bmu.Lock()
 	defer l.bmu.Unlock()
-	return l.closeAfter || l.drain
+	return l.closeAfter || l.draining.Load()
 }
 
 // exit notes the end of a goroutine of l's; the last retires l, adding
