@@ -199,9 +199,10 @@ func (s *Server[V]) besideOwn(k sockKey, open func() error) error {
 // releaseLocked gives back a use of k's kernel sockets and closes them
 // when it was the last: now if their readers are between batches, else
 // when the batch they are handling has sent its replies (a table socket
-// may close in a handler that has replied). Datagrams still queued in the
-// kernel are lost, as they are when a socket is closed. It runs under
-// s.mu.
+// may close in a handler that has replied; with PerAddress, that reader
+// then reads the queue dry first, see Server.end). Datagrams still queued
+// in the kernel when a socket closes are lost, as Linux loses a closed
+// socket's. It runs under s.mu.
 func (s *Server[V]) releaseLocked(k sockKey) {
 	g := s.groups[k]
 	if g == nil {

@@ -283,7 +283,7 @@ func (s *Server[V]) forgetDrained(l *listener[V]) {
 }
 
 // waitsToClose reports whether l, if not nil, closes when its batches
-// end.
+// end or, set to drain, when its queue is read dry.
 func (l *listener[V]) waitsToClose() bool {
 	if l == nil {
 		return false
