@@ -135,7 +135,14 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
 	var serr error
-	if err = l.rc.Control(func(fd uintptr) { serr = claimPort(int(fd)) }); err == nil {
+	if err = l.rc.Control(func(fd uintptr) {
+		serr = claimPort(int(fd))
+		if serr == nil && s.opts.Readers > 1 {
+			// A kernel that refuses the program spreads by its own hash,
+			// which still keeps each flow to one reader.
+			_ = steerFlows(int(fd), v6, s.opts.Readers)
+		}
+	}); err == nil {
 		err = serr
 	}
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -116,6 +118,78 @@ func TestReadersSpreadFlows(t *testing.T) {
 	}
 	for i, l := range ls {
 		assert.NotZero(t, l.c.received.Load(), "datagrams read by reader %d", i)
+	}
+}
+
+// TestReadersSpreadOnePeer: with Options.Readers 2, one peer's datagrams
+// from one source port to many addresses of the port still spread over
+// both readers. The kernel's own SO_REUSEPORT hash for a wildcard socket
+// covers the wildcard address, not the destination, and would give them
+// all to one reader; the program that the group runs (steerFlows) hashes
+// the destination too. IPv6 runs in a network namespace of its own, with
+// the destinations on its loopback, and needs root (in CI it must run).
+func TestReadersSpreadOnePeer(t *testing.T) {
+	const addrs, each = 16, 20
+	for _, v6 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
+			dst := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}) }
+			src := netip.MustParseAddr("127.0.0.1")
+			if v6 {
+				if os.Geteuid() != 0 {
+					if os.Getenv("CI") == "true" {
+						t.Fatal("CI runs as root; this test must not skip there")
+					}
+					t.Skip("needs root for a network namespace")
+				}
+				dst = func(i int) netip.Addr { return netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(2 + i)}) }
+				src = netip.IPv6Loopback()
+				// The namespace is the thread's, which the test never
+				// unlocks: it ends with the test.
+				runtime.LockOSThread()
+				require.NoError(t, syscall.Unshare(syscall.CLONE_NEWNET), "unshare")
+				args := [][]string{{"link", "set", "lo", "up"}}
+				for i := range addrs {
+					args = append(args, []string{"addr", "add", dst(i).String() + "/128", "dev", "lo", "nodad"})
+				}
+				for _, a := range args {
+					out, err := exec.Command("ip", a...).CombinedOutput()
+					require.NoError(t, err, "ip %s: %s", strings.Join(a, " "), out)
+				}
+			}
+			var delivered atomic.Uint64
+			s, err := New[int](demux.Config{}, func(r *Request[int]) { delivered.Add(1) },
+				Options{IPv4Only: !v6, Readers: 2, ReadBuffer: 4 << 20})
+			require.NoError(t, err)
+			defer s.Close()
+			var port uint16
+			for i := range addrs {
+				sk, err := s.Table().Bind(demux.Options{Addr: dst(i), Port: port}, i)
+				require.NoError(t, err)
+				port = sk.Options().Port
+			}
+			var ls []*listener[int]
+			for _, l := range portListeners(s, port) {
+				if l.addr.Is6() == v6 {
+					ls = append(ls, l)
+				}
+			}
+			require.Len(t, ls, 2, "kernel sockets of the port and family")
+
+			c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
+			require.NoError(t, err)
+			defer c.Close()
+			for range each {
+				for i := range addrs {
+					_, err := c.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(dst(i), port))
+					require.NoError(t, err)
+				}
+			}
+			require.Eventually(t, func() bool { return delivered.Load() >= addrs*each }, readersWait, time.Millisecond,
+				"delivered %d of %d", delivered.Load(), addrs*each)
+			for i, l := range ls {
+				assert.NotZero(t, l.c.received.Load(), "datagrams read by reader %d", i)
+			}
+		})
 	}
 }
 

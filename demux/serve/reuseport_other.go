@@ -14,3 +14,6 @@ func setReusePort(fd int) error {
 func setFreeBind(fd int) error {
 	return errors.New("serve: FreeBind with PerAddress needs Linux")
 }
+
+// steerFlows does nothing outside Linux, where Readers stays 1.
+func steerFlows(fd int, v6 bool, n int) error { return nil }

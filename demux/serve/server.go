@@ -68,10 +68,15 @@ type Options struct {
 	FreeBind bool
 	// Readers is how many kernel sockets, each with its reader goroutine,
 	// serve each port and family; 0 means 1. With more than one, the
-	// port's kernel sockets form an SO_REUSEPORT group, among which the
-	// kernel spreads unicast datagrams by a hash of their addresses and
-	// ports, so that one flow's datagrams keep to one reader, in order,
-	// and the readers of a busy port run on several cores. The kernel
+	// port's kernel sockets form an SO_REUSEPORT group, among which a
+	// program that the server attaches to the group (a classic BPF one)
+	// spreads unicast datagrams by a hash of their source and
+	// destination addresses and ports, so that one flow's datagrams keep
+	// to one reader, in order, and the readers of a busy port run on
+	// several cores. (The kernel's own hash, which it falls back to
+	// where it refuses the program, covers the source and the wildcard
+	// address, so that one peer's datagrams from one port would all
+	// reach one reader, whatever address they are for.) The kernel
 	// gives each socket of the group a copy of every multicast and
 	// broadcast datagram: the first reader of each family delivers them,
 	// the others drop their copies. Calls for one table socket may then
