@@ -51,10 +51,16 @@ func (r *receiver) prepare(ms []ipv4.Message) {
 }
 
 // recvmmsg reads up to want datagrams from fd, which does not block,
-// into the prepared headers.
+// into the prepared headers. It is a raw system call, which the runtime
+// does not see: a read that never blocks need not give up the reader's P.
+// With a full queue, a read of a whole batch lasts long enough that the
+// runtime would hand the P to another thread during each one and take it
+// back after, work that with two busy readers took a good part of the
+// second core in the runner's loopback scenario. The price: a garbage
+// collection's stop waits for a read in progress to end.
 func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
 	for {
-		r1, _, e := syscall.Syscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(want), syscall.MSG_DONTWAIT, 0, 0)
+		r1, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(want), syscall.MSG_DONTWAIT, 0, 0)
 		if e != syscall.EINTR {
 			return int(r1), e
 		}
