@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -39,17 +40,17 @@ type receiver interface {
 // together.
 type demuxReceiver struct {
 	srv      *serve.Server[int]
-	got, bad atomic.Uint64
+	got, bad []atomic.Uint64 // per table socket, as the kernel receiver's are per socket
 }
 
-func newDemuxReceiver(nsocks, port int, strategy demux.Strategy, readers int) (*demuxReceiver, error) {
-	d := &demuxReceiver{}
+func newDemuxReceiver(nsocks, port int, strategy demux.Strategy, readers, rcvbuf int) (*demuxReceiver, error) {
+	d := &demuxReceiver{got: make([]atomic.Uint64, nsocks), bad: make([]atomic.Uint64, nsocks)}
 	srv, err := serve.New[int](demux.Config{Strategy: strategy}, func(r *serve.Request[int]) {
 		if len(r.Payload) < 4 || int(binary.BigEndian.Uint32(r.Payload)) != r.Value {
-			d.bad.Add(1)
+			d.bad[r.Value].Add(1)
 		}
-		d.got.Add(1)
-	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: nsocks * rmemDefault(), Readers: readers})
+		d.got[r.Value].Add(1)
+	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: nsocks * rcvbuf, Readers: readers})
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +64,8 @@ func newDemuxReceiver(nsocks, port int, strategy demux.Strategy, readers int) (*
 	return d, nil
 }
 
-func (d *demuxReceiver) received() (uint64, uint64) { return d.got.Load(), d.bad.Load() }
-func (d *demuxReceiver) stop()                      { _ = d.srv.Stop() }
+func (d *demuxReceiver) received() (ok, wrong uint64) { return sum(d.got), sum(d.bad) }
+func (d *demuxReceiver) stop()                        { _ = d.srv.Stop() }
 
 // lookupCost measures, with testing.Benchmark (the fastest of three runs),
 // the table's LookupBatch per datagram on the run's datagrams (from a sender socket to each address,
@@ -125,10 +126,13 @@ type kernelReceiver struct {
 	bad   []atomic.Uint64
 }
 
-func newKernelReceiver(nsocks, port int) (*kernelReceiver, error) {
+func newKernelReceiver(nsocks, port, rcvbuf int) (*kernelReceiver, error) {
 	k := &kernelReceiver{got: make([]atomic.Uint64, nsocks), bad: make([]atomic.Uint64, nsocks)}
 	for i := range nsocks {
 		c, err := net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopbackAddr(i), uint16(port))))
+		if err == nil && rcvbuf != rmemDefault() {
+			err = forceRcvbuf(c, rcvbuf)
+		}
 		if err != nil {
 			k.stop()
 			return nil, err
@@ -165,12 +169,15 @@ func (k *kernelReceiver) read(i int, p *ipv4.PacketConn) {
 	}
 }
 
-func (k *kernelReceiver) received() (ok, wrong uint64) {
-	for i := range k.got {
-		ok += k.got[i].Load()
-		wrong += k.bad[i].Load()
+func (k *kernelReceiver) received() (ok, wrong uint64) { return sum(k.got), sum(k.bad) }
+
+// sum adds up per-socket counts.
+func sum(counts []atomic.Uint64) uint64 {
+	var n uint64
+	for i := range counts {
+		n += counts[i].Load()
 	}
-	return ok, wrong
+	return n
 }
 
 func (k *kernelReceiver) lookupCost(int, int) float64 { return math.NaN() }
@@ -180,6 +187,23 @@ func (k *kernelReceiver) stop() {
 		_ = c.Close()
 	}
 	k.wg.Wait()
+}
+
+// forceRcvbuf gives c a receive buffer of n bytes, beyond
+// net.core.rmem_max if need be (SO_RCVBUFFORCE, which needs CAP_NET_ADMIN),
+// as serve does for its own kernel sockets.
+func forceRcvbuf(c *net.UDPConn, n int) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		if serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, n); serr != nil {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+		}
+	})
+	return cmp.Or(err, serr)
 }
 
 // rmemDefault returns net.core.rmem_default, the receive buffer a socket

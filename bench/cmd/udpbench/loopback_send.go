@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
 )
 
 // The loopback scenario's sender runs as a child process of the runner
@@ -19,7 +22,7 @@ const senderEnv = "UDPBENCH_LOOPBACK_SENDER"
 
 func init() {
 	if spec := os.Getenv(senderEnv); spec != "" {
-		if err := runSender(spec); err != nil {
+		if err := runSender(spec, os.Getenv(drainEnv) != ""); err != nil {
 			fmt.Fprintf(os.Stderr, "udpbench loopback sender: %v\n", err)
 			os.Exit(1)
 		}
@@ -36,11 +39,19 @@ func loopbackAddr(i int) netip.Addr {
 // senderSockets is how many sockets the sender sends from, in turn.
 const senderSockets = 4
 
+// drainEnv, set for a drain run, tells the sender that the runner, its
+// parent, stops itself (SIGSTOP) while the sender sends: the sender waits
+// for that stop, sends everything, and then resumes the runner (SIGCONT),
+// so that the receiver finds every datagram queued and reads them with
+// the machine to itself.
+const drainEnv = "UDPBENCH_LOOPBACK_DRAIN"
+
 // runSender sends ndgrams rounds of one datagram to each of nsocks
 // addresses on port, in sendmmsg batches, from senderSockets sockets on
 // 127.0.0.1. Each payload starts with its destination's index. It prints
-// the datagrams sent and the time it took.
-func runSender(spec string) error {
+// the datagrams sent and the time it took; with drain, also the
+// CLOCK_MONOTONIC time at which it resumed its parent.
+func runSender(spec string, drain bool) error {
 	var nsocks, ndgrams, payload, port int
 	if _, err := fmt.Sscanf(spec, "%d %d %d %d", &nsocks, &ndgrams, &payload, &port); err != nil {
 		return fmt.Errorf("bad spec %q: %w", spec, err)
@@ -64,6 +75,14 @@ func runSender(spec string) error {
 		addrs[i] = net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopbackAddr(i), uint16(port)))
 	}
 	ms := make([]ipv4.Message, batch)
+	if drain {
+		ppid := os.Getppid()
+		// Whatever happens here, the parent must not stay stopped.
+		defer func() { _ = syscall.Kill(ppid, syscall.SIGCONT) }()
+		if err := waitStopped(ppid, 10*time.Second); err != nil {
+			return err
+		}
+	}
 	sent, k := 0, 0
 	start := time.Now()
 	for range ndgrams {
@@ -85,6 +104,40 @@ func runSender(spec string) error {
 			i += n
 		}
 	}
-	fmt.Println(strconv.Itoa(sent), time.Since(start).Nanoseconds())
+	took := time.Since(start)
+	if !drain {
+		fmt.Println(strconv.Itoa(sent), took.Nanoseconds())
+		return nil
+	}
+	resumed := monotonic()
+	if err := syscall.Kill(os.Getppid(), syscall.SIGCONT); err != nil {
+		return err
+	}
+	fmt.Println(strconv.Itoa(sent), took.Nanoseconds(), resumed)
 	return nil
+}
+
+// waitStopped waits until process pid is stopped (state T in
+// /proc/pid/stat).
+func waitStopped(pid int, limit time.Duration) error {
+	path := fmt.Sprintf("/proc/%d/stat", pid)
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return nil
+		}
+	}
+	return fmt.Errorf("the runner (pid %d) did not stop within %v", pid, limit)
+}
+
+// monotonic returns CLOCK_MONOTONIC in nanoseconds, a clock that the
+// runner and its sender read alike.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
