@@ -14,8 +14,8 @@
 // them, an immutable list of more (udpdemux's classes beyond the first). A
 // value with no more pointers sits in a position of its line; one with
 // more, or one whose line has no free position, sits in the line's
-// overflow chain, whose nodes hold the whole value and are immutable, as
-// rhash's are. A key moves from a position to the chain when it gets more
+// overflow chain, whose nodes hold the whole value and are immutable. A
+// key moves from a position to the chain when it gets more
 // pointers, and never back (until a resize rebuilds its line): a lookup
 // reads the positions first and the chain after, and a key that moved the
 // other way between the two reads would be missed.
@@ -41,9 +41,8 @@
 // forwarding bit. A lookup or writer that meets the bit goes on in the
 // successor, whose lines it needs are complete; one that meets a line not
 // yet moved finds its current contents there, because writers still write
-// to the old table until the line moves. This is rhash's rule, and Linux
-// rhashtable's: a bucket is either live in the old table or complete in
-// the new one. The positions do not keep their keys' hashes, so a resize
+// to the old table until the line moves. This is Linux rhashtable's rule:
+// a bucket is either live in the old table or complete in the new one. The positions do not keep their keys' hashes, so a resize
 // asks the caller's hash function for each.
 package bhash
 
@@ -53,8 +52,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/udpdemux/udpdemux/internal/cow"
 )
 
 const (
@@ -87,7 +84,7 @@ type Val[E any] struct {
 }
 
 // onode is a key in a line's overflow chain; immutable once published.
-type onode[E any] = cow.Node[Val[E]]
+type onode[E any] = node[Val[E]]
 
 // line is one cache line of keys: byte j of word is the tag of position
 // j (0 if it is free), and its top bit is the forwarding bit.
@@ -358,9 +355,9 @@ func update[K any, E any](l *line[E], w, tag, h uint64, k K, is func(*E, K) bool
 			return -1
 		}
 	case on != nil && keep:
-		l.over.Store(cow.Replace(head, on, &onode[E]{Hash: h, Val: v}))
+		l.over.Store(replace(head, on, &onode[E]{Hash: h, Val: v}))
 	case on != nil:
-		l.over.Store(cow.Replace(head, on, nil))
+		l.over.Store(replace(head, on, nil))
 		return -1
 	case keep:
 		add(l, w, tag, h, v)

@@ -12,11 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/udpdemux/udpdemux/internal/indextest"
 )
-
-var mix = indextest.Hash
 
 // kv is the tests' pointee: it names its key, as New requires.
 type kv struct{ k, v int }
@@ -233,29 +229,29 @@ func TestCheckFinds(t *testing.T) {
 }
 
 // TestResizeUnderReaders, TestAddedDuringResize, TestWritesDuringShrink:
-// the concurrency tests every resizing index passes (package indextest),
+// the concurrency tests of resize_test.go,
 // with every other key holding more pointers than its first, so that keys
 // live in positions and in chains; the map must then pass Check. A
 // shrink's 120 keys take the map from 2 to 32 lines and back.
 func TestResizeUnderReaders(t *testing.T) {
 	m := newMap(mix)
-	indextest.ResizeUnderReaders(t, imap{m})
+	resizeUnderReaders(t, imap{m})
 	require.NoError(t, m.Check())
 }
 
 func TestAddedDuringResize(t *testing.T) {
 	m := newMap(mix)
-	indextest.AddedDuringResize(t, imap{m})
+	addedDuringResize(t, imap{m})
 	require.NoError(t, m.Check())
 }
 
 func TestWritesDuringShrink(t *testing.T) {
 	m := newMap(mix)
-	indextest.WritesDuringShrink(t, imap{m}, 120)
+	writesDuringShrink(t, imap{m}, 120)
 	require.NoError(t, m.Check())
 }
 
-// imap is a tmap as indextest sees it: key k holds k%2 more pointers, and
+// imap is a tmap as the resize tests see it: key k holds k%2 more pointers, and
 // Get reports a value only with that many.
 type imap struct{ tmap }
 
@@ -285,7 +281,7 @@ func TestMovesUnderReaders(t *testing.T) {
 	// movers[s] is the key (shifted left once) that mover s has present,
 	// with the low bit set, or 0 while it has none.
 	var moving [movers]atomic.Uint64
-	stop := indextest.StartReaders(2, 11, func(rng *rand.Rand) (fails int) {
+	stop := startReaders(2, 11, func(rng *rand.Rand) (fails int) {
 		if k := rng.IntN(stable); !has(m, k) {
 			fails++
 		}

@@ -16,8 +16,9 @@
 // port's sockets, newest first. Two indexes, which resize while lookups
 // run, hold the classes of sockets that any datagram scores alike: one
 // keyed by (address, port, device) for unconnected sockets, and one keyed
-// by 4-tuple for connected ones (package bhash); a third maps each port in
-// use to the record that its writers lock (package rhash). A lookup scans
+// by 4-tuple for connected ones (package bhash). Beside its slot, the page
+// holds the record that the port's writers lock while it holds a socket.
+// A lookup scans
 // the port's chain while it holds at most Config.Threshold sockets, and
 // otherwise probes the 4-tuple index (when the port's filter of peers says
 // the source may be one), then the exact address's key and the wildcard's.

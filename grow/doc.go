@@ -10,9 +10,9 @@
 //     read of the port: every socket on it in a chain (newest first) with
 //     the port's move sequence count, and the filters of its connected
 //     sockets' peers and of its sockets' devices.
-//   - ports: port → port record, for writers: the port's lock, its
-//     SO_REUSEPORT groups and the summary that bind checks read. It exists
-//     while the port holds a socket.
+//   - port records, for writers, one in the page of each port that holds
+//     a socket, beside the slots: the port's lock, its SO_REUSEPORT groups
+//     and the summary that bind checks read.
 //   - addrs: (address key, port) → the unconnected sockets bound there.
 //   - conns: (local key, port, remote address, remote port) → the connected
 //     sockets with that 4-tuple: Linux 6.13's 4-tuple hash, searched first.
@@ -29,8 +29,8 @@
 // the head of each class. A lookup scores one head per class, never the
 // members behind it, so a thousand SO_REUSEADDR sockets on one address cost
 // what one does, and an SO_REUSEPORT group of any size costs one pick.
-// The three maps resize while lookups run: ports is an rhash map, and
-// addrs and conns are bhash maps, which keep each key's first head
+// The two maps resize while lookups run: addrs and conns are bhash maps,
+// which keep each key's first head
 // inline in a cache line, so that a lookup reads that line and then the
 // entry it scores.
 //

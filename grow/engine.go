@@ -10,7 +10,6 @@ import (
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
-	"github.com/udpdemux/udpdemux/rhash"
 )
 
 // Strategy thresholds: how many sockets a port may hold before lookups and
@@ -94,13 +93,23 @@ type portSlot struct {
 	devs atomic.Pointer[peerFilter]
 }
 
+// page is the slots of 256 ports, and their records: recs[i] is the
+// record of slots[i]'s port while it holds a socket, nil otherwise. Only
+// writers read recs, which sit apart so that a slot stays half a cache
+// line. A record is put in an empty place only, and taken out only by
+// its holder, under its lock, marked dead.
+type page struct {
+	slots [256]portSlot
+	recs  [256]atomic.Pointer[Port]
+}
+
 // Port is one port's record for writers. It exists while the port holds a
 // socket.
 type Port struct {
 	s    *portSlot // the port's slot, which outlives the record
 	mu   sync.Mutex
 	port uint16
-	dead bool // guarded by mu: no longer in ports
+	dead bool // guarded by mu: no longer its slot's record
 	// cc is the port's bind-check summary, guarded by mu: nil until the
 	// port first holds more than summaryMin sockets (see count), then
 	// kept while it holds one. Most ports never have one, and a record
@@ -116,15 +125,15 @@ type Port struct {
 // Engine is the growing storage. Its methods that take a *Port expect it
 // locked, as LockPort and Ephemeral return it.
 type Engine struct {
-	pages [256]atomic.Pointer[[256]portSlot]
-	ports *rhash.Map[uint16, *Port]
+	pages [256]atomic.Pointer[page]
+	nport atomic.Int64 // ports with a record
+	npage atomic.Int64 // pages made
 	addrs *bhash.Map[addrKey, sock.Entry]
 	conns *bhash.Map[connKey, sock.Entry]
 
-	// Secret words of the indexes' hashes: seed seeds the XXH64s and the
-	// ports hash; the odd mulP, mulA and mulC finish the ports, IPv6
-	// address and IPv6 4-tuple hashes, mulC the peer filter's too; all
-	// four key the folds of IPv4 keys.
+	// Secret words of the indexes' hashes: seed seeds the XXH64s; the
+	// odd mulA and mulC finish the IPv6 address and IPv6 4-tuple hashes,
+	// mulC the peer filter's too; all four key the folds of IPv4 keys.
 	seed             uint64
 	mulP, mulA, mulC uint64
 	threshold        int
@@ -148,7 +157,6 @@ type Engine struct {
 // bind(0), which draws from rand.
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, rand *bind.Rand) *Engine {
 	g := &Engine{
-		ports:      rhash.New(func(rec **Port, p uint16) bool { return (*rec).port == p }),
 		seed:       seeds[0],
 		mulP:       seeds[1] | 1,
 		mulA:       seeds[2] | 1,
@@ -166,8 +174,6 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, r
 	g.conns = bhash.New(connIs, g.connHashOf)
 	return g
 }
-
-func (g *Engine) portHash(p uint16) uint64 { return (uint64(p) + g.seed) * g.mulP }
 
 // addrHash returns the hash of the key k of addrs. An IPv4 key, 6 bytes,
 // takes two multiply-folds; an IPv6 key finishes its address's XXH64
@@ -235,17 +241,17 @@ func (g *Engine) hashAddr(a sock.Addr16) uint64 { return hash2.Hash64(g.seed, a)
 // LockPort returns port p's record, locked, making one if p holds no
 // socket. Release it with Unlock.
 func (g *Engine) LockPort(p uint16) *Port {
-	h := g.portHash(p)
+	pg := g.makePage(p)
+	s, rec := &pg.slots[p&255], &pg.recs[p&255]
 	for {
-		pr, ok := g.ports.Get(h, p)
-		if !ok {
-			g.ports.Update(h, p, func(old *Port, ok bool) (*Port, bool) {
-				if !ok {
-					old = &Port{port: p, s: g.makeSlot(p)}
-				}
-				pr = old
-				return old, true
-			})
+		pr := rec.Load()
+		if pr == nil {
+			fresh := &Port{port: p, s: s}
+			if !rec.CompareAndSwap(nil, fresh) {
+				continue // another writer made it first
+			}
+			g.nport.Add(1)
+			pr = fresh
 		}
 		pr.mu.Lock()
 		if !pr.dead {
@@ -255,24 +261,25 @@ func (g *Engine) LockPort(p uint16) *Port {
 	}
 }
 
-// makeSlot returns port p's slot, making its page if need be. Writers of
+// makePage returns port p's page, making it if need be. Writers of
 // different ports may race to make a page; one wins.
-func (g *Engine) makeSlot(p uint16) *portSlot {
+func (g *Engine) makePage(p uint16) *page {
 	pg := g.pages[p>>8].Load()
 	if pg == nil {
-		g.pages[p>>8].CompareAndSwap(nil, new([256]portSlot))
+		if g.pages[p>>8].CompareAndSwap(nil, new(page)) {
+			g.npage.Add(1)
+		}
 		pg = g.pages[p>>8].Load()
 	}
-	return &pg[p&255]
+	return pg
 }
 
 // Unlock releases pr, dropping the record if its port holds no socket.
 func (g *Engine) Unlock(pr *Port) {
 	if pr.s.list.Len() == 0 && !pr.dead {
 		pr.dead = true
-		g.ports.Update(g.portHash(pr.port), pr.port, func(old *Port, ok bool) (*Port, bool) {
-			return nil, false
-		})
+		g.pages[pr.port>>8].Load().recs[pr.port&255].Store(nil)
+		g.nport.Add(-1)
 	}
 	pr.mu.Unlock()
 }
@@ -281,12 +288,13 @@ func (g *Engine) Unlock(pr *Port) {
 // to a port of its page.
 func (g *Engine) port(p uint16) *portSlot {
 	if pg := g.pages[p>>8].Load(); pg != nil {
-		return &pg[p&255]
+		return &pg.slots[p&255]
 	}
 	return nil
 }
 
-// Sizes reports the keys and slots of the three indexes, for statistics.
+// Sizes reports the ports in use and the port slots made, and the keys
+// and slots of the two indexes, for statistics.
 func (g *Engine) Sizes() (ports, portSlots, addrs, addrSlots, conns, connSlots int) {
-	return g.ports.Len(), g.ports.Slots(), g.addrs.Len(), g.addrs.Slots(), g.conns.Len(), g.conns.Slots()
+	return int(g.nport.Load()), 256 * int(g.npage.Load()), g.addrs.Len(), g.addrs.Slots(), g.conns.Len(), g.conns.Slots()
 }

@@ -19,11 +19,8 @@ import (
 // entries on the ports' chains.
 func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
 	onPort := map[*sock.Entry]bool{}
-	g.ports.All(func(pr *Port) bool {
+	g.records(bad, func(pr *Port) {
 		p := pr.port
-		if pr.dead {
-			bad("port record %d: dead", p)
-		}
 		if pr.s.list.Seq.Moving() {
 			bad("port %d: move in progress", p)
 		}
@@ -108,27 +105,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 			grp.Verify(fmt.Sprintf("port %d: group of %v", p, ms[0].LocalAddr()), bad)
 		}
-		return true
 	})
-	for hi := range g.pages {
-		pg := g.pages[hi].Load()
-		if pg == nil {
-			continue
-		}
-		for lo := range pg {
-			p := uint16(hi<<8 | lo)
-			pr, ok := g.ports.Get(g.portHash(p), p)
-			switch {
-			case ok && pr.s != &pg[lo]:
-				bad("port %d: its record is not on its slot", p)
-			case !ok && (pg[lo].list.Len() != 0 || pg[lo].list.First() != nil):
-				bad("port %d: a slot with entries and no record", p)
-			}
-		}
-	}
-	if !g.ports.TagsExact() {
-		bad("the port index's slot tags differ from its keys")
-	}
 	if err := g.addrs.Check(); err != nil {
 		bad("address index: %v", err)
 	}
@@ -285,5 +262,40 @@ func verifyPeers(p uint16, what string, f *peerFilter, peers []uint64, bad func(
 		if set := f.bits[b/64].Load()&(1<<(b%64)) != 0; set != (want[b] > 0 || stuck) {
 			bad("port %d: %s filter bit %d is %v, with %d", p, what, b, set, want[b])
 		}
+	}
+}
+
+// records calls f with each port's record, after checking that the
+// record belongs to its slot and is live, that a slot without one holds
+// no entry, and that the counts of records and pages are right.
+func (g *Engine) records(bad func(format string, args ...any), f func(*Port)) {
+	nport, npage := 0, 0
+	for hi := range g.pages {
+		pg := g.pages[hi].Load()
+		if pg == nil {
+			continue
+		}
+		npage++
+		for lo := range pg.slots {
+			p := uint16(hi<<8 | lo)
+			s := &pg.slots[lo]
+			pr := pg.recs[lo].Load()
+			switch {
+			case pr == nil:
+				if s.list.Len() != 0 || s.list.First() != nil {
+					bad("port %d: a slot with entries and no record", p)
+				}
+				continue
+			case pr.s != s || pr.port != p:
+				bad("port %d: its record is not its slot's", p)
+			case pr.dead:
+				bad("port record %d: dead", p)
+			}
+			nport++
+			f(pr)
+		}
+	}
+	if int(g.nport.Load()) != nport || int(g.npage.Load()) != npage {
+		bad("%d ports and %d pages counted, %d and %d made", g.nport.Load(), g.npage.Load(), nport, npage)
 	}
 }

@@ -1,7 +1,7 @@
-// Package indextest holds what the tests of udpdemux's resizing indexes
-// (rhash, bhash) share: the concurrency tests that both must pass, the
-// readers they run, and a hash of int keys.
-package indextest
+package bhash
+
+// The concurrency tests of the resizing map, the readers they run, and a
+// hash of int keys.
 
 import (
 	"math/rand/v2"
@@ -13,19 +13,19 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// Map is an index under test, keyed by ints that it hashes with Hash. Get
+// intMap is an index under test, keyed by ints that it hashes with Hash. Get
 // reports a value only if it is the one stored with Put (an adapter that
 // stores more than the int checks the rest itself).
-type Map interface {
+type intMap interface {
 	Put(k, v int)
 	Del(k int)
 	Get(k int) (v int, ok bool)
 	Len() int
 }
 
-// PutThenDelete puts keys 0 to n-1, each as its own value, then deletes
+// putThenDelete puts keys 0 to n-1, each as its own value, then deletes
 // them: a grow and a shrink, or several.
-func PutThenDelete(m Map, n int) {
+func putThenDelete(m intMap, n int) {
 	for k := range n {
 		m.Put(k, k)
 	}
@@ -34,17 +34,17 @@ func PutThenDelete(m Map, n int) {
 	}
 }
 
-// ResizeUnderReaders: while a writer adds and removes keys, growing and
+// resizeUnderReaders: while a writer adds and removes keys, growing and
 // shrinking the table many times, readers must always find the keys that
 // never change, with their values, and never find a key deleted before
 // the read began.
-func ResizeUnderReaders(t *testing.T, m Map) {
+func resizeUnderReaders(t *testing.T, m intMap) {
 	const stable = 64
 	for k := range stable {
 		m.Put(k, k+1)
 	}
 	var gone [1 << 16]atomic.Bool // churn keys deleted for good
-	stop := StartReaders(2, 7, func(rng *rand.Rand) (fails int) {
+	stop := startReaders(2, 7, func(rng *rand.Rand) (fails int) {
 		k := rng.IntN(stable)
 		if v, ok := m.Get(k); !ok || v != k+1 {
 			fails++
@@ -77,15 +77,15 @@ func ResizeUnderReaders(t *testing.T, m Map) {
 	assert.Equal(t, stable, m.Len())
 }
 
-// AddedDuringResize: keys that one writer adds while another grows and
+// addedDuringResize: keys that one writer adds while another grows and
 // shrinks the table (by 20 000 keys a round, past the first writer's few
 // thousand), many of them into slots already forwarded, are found by
 // every lookup that begins after they were added, also by one that still
 // reads the table being replaced.
-func AddedDuringResize(t *testing.T, m Map) {
+func addedDuringResize(t *testing.T, m intMap) {
 	const base = 1 << 20 // the second writer's keys: base, base+1, …
 	var added atomic.Int64
-	stop := StartReaders(2, 9, func(rng *rand.Rand) (fails int) {
+	stop := startReaders(2, 9, func(rng *rand.Rand) (fails int) {
 		if n := added.Load(); n > 0 {
 			k := base + int(rng.Int64N(n))
 			if v, ok := m.Get(k); !ok || v != k {
@@ -108,7 +108,7 @@ func AddedDuringResize(t *testing.T, m Map) {
 		}
 	}()
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); {
-		PutThenDelete(m, 20000)
+		putThenDelete(m, 20000)
 	}
 	done.Store(true)
 	wg.Wait()
@@ -117,13 +117,13 @@ func AddedDuringResize(t *testing.T, m Map) {
 	assert.Positive(t, added.Load())
 }
 
-// WritesDuringShrink: one writer grows a small map (PutThenDelete of n
+// writesDuringShrink: one writer grows a small map (PutThenDelete of n
 // keys) and shrinks it back again and again, while two others each put a
 // key, read it back, delete it and check it gone. A shrink merges a pair
 // of slots or lines: a write to the second of a pair while it is merged
 // would be lost (the merge has read its old contents) or would land where
 // the map no longer looks, unless the merge holds the pair's locks.
-func WritesDuringShrink(t *testing.T, m Map, n int) {
+func writesDuringShrink(t *testing.T, m intMap, n int) {
 	var done atomic.Bool
 	var lost, writes atomic.Int64
 	var wg sync.WaitGroup
@@ -148,7 +148,7 @@ func WritesDuringShrink(t *testing.T, m Map, n int) {
 	}
 	rounds := 0
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline) && lost.Load() == 0; rounds++ {
-		PutThenDelete(m, n)
+		putThenDelete(m, n)
 	}
 	done.Store(true)
 	wg.Wait()
@@ -162,9 +162,9 @@ func WritesDuringShrink(t *testing.T, m Map, n int) {
 	}
 }
 
-// Hash is splitmix64's finalizer of k: a hash whose every bit depends on
+// mix is splitmix64's finalizer of k: a hash whose every bit depends on
 // every bit of k, as the indexes' slot and tag bits need.
-func Hash(k int) uint64 {
+func mix(k int) uint64 {
 	x := uint64(k) + 0x9e3779b97f4a7c15
 	x ^= x >> 30
 	x *= 0xbf58476d1ce4e5b9
@@ -173,11 +173,11 @@ func Hash(k int) uint64 {
 	return x ^ x>>31
 }
 
-// StartReaders starts n goroutines that call read, each with a random source of
+// startReaders starts n goroutines that call read, each with a random source of
 // its own seeded from seed, until the returned stop is called; stop waits
 // for them and returns how many reads they made and the sum of the wrong
 // answers read reported.
-func StartReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
+func startReaders(n int, seed uint64, read func(*rand.Rand) (fails int)) (stop func() (reads, fails int64)) {
 	var halt atomic.Bool
 	var wg sync.WaitGroup
 	var nreads, nfails atomic.Int64

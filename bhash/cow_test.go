@@ -1,4 +1,4 @@
-package cow
+package bhash
 
 import (
 	"testing"
@@ -7,15 +7,15 @@ import (
 )
 
 // chain builds a chain of the values vs, first to last.
-func chain(vs ...int) *Node[int] {
-	var head *Node[int]
+func cowChain(vs ...int) *node[int] {
+	var head *node[int]
 	for i := len(vs) - 1; i >= 0; i-- {
-		head = &Node[int]{Hash: uint64(vs[i]), Next: head, Val: vs[i]}
+		head = &node[int]{Hash: uint64(vs[i]), Next: head, Val: vs[i]}
 	}
 	return head
 }
 
-func values(n *Node[int]) []int {
+func cowValues(n *node[int]) []int {
 	var vs []int
 	for ; n != nil; n = n.Next {
 		vs = append(vs, n.Val)
@@ -23,7 +23,7 @@ func values(n *Node[int]) []int {
 	return vs
 }
 
-func at(n *Node[int], i int) *Node[int] {
+func cowAt(n *node[int], i int) *node[int] {
 	for ; i > 0; i-- {
 		n = n.Next
 	}
@@ -33,7 +33,7 @@ func at(n *Node[int], i int) *Node[int] {
 // TestReplace: replacing or removing any node gives the chain with that
 // change, leaves the old chain as it was (a reader may be walking it),
 // and shares the nodes after the changed one.
-func TestReplace(t *testing.T) {
+func TestCowReplace(t *testing.T) {
 	cases := []struct {
 		name string
 		at   int
@@ -49,20 +49,20 @@ func TestReplace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			head := chain(1, 2, 3, 4)
-			old := at(head, c.at)
-			var n *Node[int]
+			head := cowChain(1, 2, 3, 4)
+			old := cowAt(head, c.at)
+			var n *node[int]
 			if c.with != nil {
-				n = &Node[int]{Hash: uint64(*c.with), Val: *c.with}
+				n = &node[int]{Hash: uint64(*c.with), Val: *c.with}
 			}
-			got := Replace(head, old, n)
-			assert.Equal(t, c.want, values(got))
-			assert.Equal(t, []int{1, 2, 3, 4}, values(head), "the old chain changed")
+			got := replace(head, old, n)
+			assert.Equal(t, c.want, cowValues(got))
+			assert.Equal(t, []int{1, 2, 3, 4}, cowValues(head), "the old chain changed")
 			if old.Next != nil {
-				assert.Same(t, old.Next, at(got, c.at+1-boolInt(c.with == nil)), "the tail is not shared")
+				assert.Same(t, old.Next, cowAt(got, c.at+1-boolInt(c.with == nil)), "the tail is not shared")
 			}
 			for i := range c.at {
-				assert.NotSame(t, at(head, i), at(got, i), "a node ahead of the change was not copied")
+				assert.NotSame(t, cowAt(head, i), cowAt(got, i), "a node ahead of the change was not copied")
 			}
 		})
 	}
