@@ -130,9 +130,20 @@ func TestReadersSpreadFlows(t *testing.T) {
 // the destinations on its loopback, and needs root (in CI it must run).
 func TestReadersSpreadOnePeer(t *testing.T) {
 	const addrs, each = 16, 20
-	for _, v6 := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ipv4", true: "ipv6"}[v6], func(t *testing.T) {
-			dst := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}) }
+	for _, c := range []struct {
+		name string
+		v6   bool
+		dst  func(i int) netip.Addr
+	}{
+		{"ipv4", false, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, 0, 0, byte(2 + i)}) }},
+		// Destinations that differ only in bits 17 to 23 of the address
+		// word: a hash that took the reader from the low bits alone would
+		// give them all one reader.
+		{"ipv4 high bits", false, func(i int) netip.Addr { return netip.AddrFrom4([4]byte{127, byte(2 + 2*i), 0, 2}) }},
+		{"ipv6", true, func(i int) netip.Addr { return netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(2 + i)}) }},
+	} {
+		v6, dst := c.v6, c.dst
+		t.Run(c.name, func(t *testing.T) {
 			src := netip.MustParseAddr("127.0.0.1")
 			if v6 {
 				if os.Geteuid() != 0 {
@@ -141,7 +152,6 @@ func TestReadersSpreadOnePeer(t *testing.T) {
 					}
 					t.Skip("needs root for a network namespace")
 				}
-				dst = func(i int) netip.Addr { return netip.AddrFrom16([16]byte{0: 0xfd, 15: byte(2 + i)}) }
 				src = netip.IPv6Loopback()
 				// The namespace is the thread's, which the test never
 				// unlocks: it ends with the test.

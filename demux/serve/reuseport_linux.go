@@ -54,8 +54,13 @@ func steerFlows(fd int, v6 bool, n int) error {
 			tax, ld(12), xor, tax, ld(16), xor)
 	}
 	prog = append(prog,
-		// A multiplicative hash: the high half of the product depends on
-		// every bit of the words, the low half only on their low bits.
+		// A multiplicative hash. Bit k of a product depends only on bits
+		// 0 to k of the word multiplied, so the high half is first folded
+		// into the low one, and the index taken from the product's high
+		// half: each bit of it then depends on every bit of the words.
+		tax,
+		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_RSH | unix.BPF_K, K: 16},
+		xor,
 		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_MUL | unix.BPF_K, K: 0x9e3779b1},
 		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_RSH | unix.BPF_K, K: 16},
 		unix.SockFilter{Code: unix.BPF_ALU | unix.BPF_MOD | unix.BPF_K, K: uint32(n)},
