@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"flag"
 	"fmt"
@@ -80,8 +79,8 @@ type lbResult struct {
 	sent       int
 	sendTime   time.Duration
 	got, wrong uint64
-	elapsed    time.Duration // from the first send (alone: the sender's SIGCONT) to the last datagram received
-	cpu        time.Duration // this process's CPU time meanwhile: the receiver's
+	elapsed    time.Duration // from the first send (alone: the receiver's SIGCONT) to the last datagram received
+	cpu        time.Duration // the receiver's process's CPU time meanwhile
 	lookupNs   float64       // a lookup's cost, measured after the run (NaN: the kernel's)
 }
 
@@ -263,10 +262,10 @@ func (r *runner) loopback() {
 	notes("udpdemux with 2 readers (`serve.Options.Readers`: two kernel sockets in an SO_REUSEPORT group, "+
 		"each read by its own goroutine) over udpdemux with 1, round by round, received/s (and CPU per datagram):", readerNotes)
 	notes("What limited udpdemux's throughput, row by row, from the figures above:", limits)
-	r.printf("**Each receiver alone.** The same receivers, each on its own: the runner stops itself (SIGSTOP) while the "+
-		"sender sends the row's *ndgrams* datagrams to each socket (at least %s in all) into receive buffers large enough to hold them "+
-		"(%s per datagram, SO_RCVBUFFORCE), and the sender resumes it (SIGCONT) once done; received/s runs from that "+
-		"moment to the last datagram received, and *CPUs busy* is the receiver's CPU time over that span. The kernel's "+
+	r.printf("**Each receiver alone.** The same receivers, each on its own, in a process of its own: the runner stops that "+
+		"process (SIGSTOP) while the sender sends the row's *ndgrams* datagrams to each socket (at least %s in all) into receive buffers large enough to hold them "+
+		"(%s per datagram, SO_RCVBUFFORCE), and resumes it (SIGCONT) once the sender is done; received/s runs from that "+
+		"moment to the last datagram received, and *CPUs busy* is the receiver process's CPU time over that span. The kernel's "+
 		"receive path, its lookup included, ran during the send, so the kernel receiver's time holds only its reads, "+
 		"while udpdemux's holds its reads and its table's lookups. The kernel receiver's *nsocks* goroutines spread over "+
 		"every CPU; udpdemux reads with one goroutine per reader.\n\n",
@@ -362,34 +361,26 @@ func parseStrategy(s string) (demux.Strategy, error) {
 	return 0, fmt.Errorf("unknown strategy %q (hybrid, one-phase, two-phase)", s)
 }
 
-// drainTruesize is the receive-buffer memory that the kernel charges for
-// one of the scenario's datagrams on loopback, rounded up: the drain runs
-// give each socket this much per datagram it will queue, so that none is
-// dropped while the receiver is stopped.
-const drainTruesize = 2048
-
-// loopbackRun runs one row with one receiver. With drain, the runner
-// stops itself while the sender sends, so that every datagram waits in
-// the receive queues, and the rate is that of the receiver alone, from
-// the sender's SIGCONT to the last datagram received.
-func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strategy, drain bool) (lbResult, error) {
+// loopbackRun runs one row with one receiver: with alone, as
+// loopbackAlone does; else the receiver in this process, the sender
+// beside it.
+func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strategy, alone bool) (lbResult, error) {
+	if alone {
+		return loopbackAlone(recv, nsocks, ndgrams, payload, strategy)
+	}
 	var res lbResult
 	port, err := freePort()
 	if err != nil {
 		return res, err
 	}
-	rcvbuf := rmemDefault()
-	if drain {
-		rcvbuf = max(rcvbuf, ndgrams*drainTruesize)
-	}
 	var rc receiver
 	switch recv {
 	case lbDemux:
-		rc, err = newDemuxReceiver(nsocks, port, strategy, 1, rcvbuf)
+		rc, err = newDemuxReceiver(nsocks, port, strategy, 1, rmemDefault())
 	case lbDemux2R:
-		rc, err = newDemuxReceiver(nsocks, port, strategy, 2, rcvbuf)
+		rc, err = newDemuxReceiver(nsocks, port, strategy, 2, rmemDefault())
 	default:
-		rc, err = newKernelReceiver(nsocks, port, rcvbuf)
+		rc, err = newKernelReceiver(nsocks, port, rmemDefault())
 	}
 	if err != nil {
 		return res, err
@@ -402,59 +393,36 @@ func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strat
 	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d %d", senderEnv, nsocks, ndgrams, payload, port))
-	if drain {
-		cmd.Env = append(cmd.Env, drainEnv+"=1")
-	}
 	cmd.Stderr = os.Stderr
-	var out bytes.Buffer
-	cmd.Stdout = &out
 	cpu0 := ownCPU()
-	if err := cmd.Start(); err != nil {
-		return res, fmt.Errorf("sender: %w", err)
-	}
-	if drain {
-		// The sender resumes us once it has sent everything.
-		if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			return res, err
-		}
-	}
-	if err := cmd.Wait(); err != nil {
+	out, err := cmd.Output()
+	if err != nil {
 		return res, fmt.Errorf("sender: %w", err)
 	}
 	exited := time.Now()
-	f := strings.Fields(out.String())
-	if want := map[bool]int{false: 2, true: 3}[drain]; len(f) != want {
-		return res, fmt.Errorf("sender said %q", out.String())
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return res, fmt.Errorf("sender said %q", out)
 	}
 	res.sent, _ = strconv.Atoi(f[0])
 	ns, _ := strconv.ParseInt(f[1], 10, 64)
 	res.sendTime = time.Duration(ns)
-	// Wait until every datagram arrived or none came for 200 ms.
-	last, lastAt, lastMono := uint64(0), time.Now(), monotonic()
+	// Drain: wait until every datagram arrived or none came for 200 ms.
+	last, lastAt := uint64(0), time.Now()
 	for {
 		got, _ := rc.received()
 		if got != last {
-			last, lastAt, lastMono = got, time.Now(), monotonic()
+			last, lastAt = got, time.Now()
 		}
 		if got >= uint64(res.sent) || time.Since(lastAt) > 200*time.Millisecond {
 			break
 		}
-		time.Sleep(500 * time.Microsecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	res.cpu = ownCPU() - cpu0
 	res.got, res.wrong = rc.received()
-	if drain {
-		resumed, _ := strconv.ParseInt(f[2], 10, 64)
-		res.elapsed = time.Duration(lastMono - resumed)
-	} else {
-		res.elapsed = res.sendTime + max(0, lastAt.Sub(exited))
-	}
-	res.lookupNs = math.NaN()
-	if !drain { // the lookup share is the tester's figure
-		res.lookupNs = rc.lookupCost(nsocks, port)
-	}
+	res.elapsed = res.sendTime + max(0, lastAt.Sub(exited))
+	res.lookupNs = rc.lookupCost(nsocks, port)
 	return res, nil
 }
 

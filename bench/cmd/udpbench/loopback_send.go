@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/ipv4"
@@ -21,8 +20,15 @@ import (
 const senderEnv = "UDPBENCH_LOOPBACK_SENDER"
 
 func init() {
+	if spec := os.Getenv(receiverEnv); spec != "" {
+		if err := runReceiver(spec); err != nil {
+			fmt.Fprintf(os.Stderr, "udpbench loopback receiver: %v\n", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if spec := os.Getenv(senderEnv); spec != "" {
-		if err := runSender(spec, os.Getenv(drainEnv) != ""); err != nil {
+		if err := runSender(spec); err != nil {
 			fmt.Fprintf(os.Stderr, "udpbench loopback sender: %v\n", err)
 			os.Exit(1)
 		}
@@ -39,19 +45,11 @@ func loopbackAddr(i int) netip.Addr {
 // senderSockets is how many sockets the sender sends from, in turn.
 const senderSockets = 4
 
-// drainEnv, set for a drain run, tells the sender that the runner, its
-// parent, stops itself (SIGSTOP) while the sender sends: the sender waits
-// for that stop, sends everything, and then resumes the runner (SIGCONT),
-// so that the receiver finds every datagram queued and reads them with
-// the machine to itself.
-const drainEnv = "UDPBENCH_LOOPBACK_DRAIN"
-
 // runSender sends ndgrams rounds of one datagram to each of nsocks
 // addresses on port, in sendmmsg batches, from senderSockets sockets on
 // 127.0.0.1. Each payload starts with its destination's index. It prints
-// the datagrams sent and the time it took; with drain, also the
-// CLOCK_MONOTONIC time at which it resumed its parent.
-func runSender(spec string, drain bool) error {
+// the datagrams sent and the time it took.
+func runSender(spec string) error {
 	var nsocks, ndgrams, payload, port int
 	if _, err := fmt.Sscanf(spec, "%d %d %d %d", &nsocks, &ndgrams, &payload, &port); err != nil {
 		return fmt.Errorf("bad spec %q: %w", spec, err)
@@ -75,14 +73,6 @@ func runSender(spec string, drain bool) error {
 		addrs[i] = net.UDPAddrFromAddrPort(netip.AddrPortFrom(loopbackAddr(i), uint16(port)))
 	}
 	ms := make([]ipv4.Message, batch)
-	if drain {
-		ppid := os.Getppid()
-		// Whatever happens here, the parent must not stay stopped.
-		defer func() { _ = syscall.Kill(ppid, syscall.SIGCONT) }()
-		if err := waitStopped(ppid, 10*time.Second); err != nil {
-			return err
-		}
-	}
 	sent, k := 0, 0
 	start := time.Now()
 	for range ndgrams {
@@ -104,16 +94,7 @@ func runSender(spec string, drain bool) error {
 			i += n
 		}
 	}
-	took := time.Since(start)
-	if !drain {
-		fmt.Println(strconv.Itoa(sent), took.Nanoseconds())
-		return nil
-	}
-	resumed := monotonic()
-	if err := syscall.Kill(os.Getppid(), syscall.SIGCONT); err != nil {
-		return err
-	}
-	fmt.Println(strconv.Itoa(sent), took.Nanoseconds(), resumed)
+	fmt.Println(strconv.Itoa(sent), time.Since(start).Nanoseconds())
 	return nil
 }
 
@@ -135,7 +116,7 @@ func waitStopped(pid int, limit time.Duration) error {
 }
 
 // monotonic returns CLOCK_MONOTONIC in nanoseconds, a clock that the
-// runner and its sender read alike.
+// runner and its receiver process read alike.
 func monotonic() int64 {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
