@@ -28,7 +28,7 @@ const receiverEnv = "UDPBENCH_LOOPBACK_RECEIVER"
 // one of the scenario's datagrams on loopback, rounded up: the receiver
 // alone gives each socket this much per datagram it will queue, so that
 // none is dropped while it is stopped.
-const drainTruesize = 2048
+const drainTruesize = 4096
 
 // loopbackAlone runs one row with one receiver alone: the rate runs from
 // the SIGCONT (CLOCK_MONOTONIC, which both processes read) to the last
@@ -125,7 +125,9 @@ func runReceiver(spec string) error {
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return fmt.Errorf("bad spec %q: %w", spec, err)
 	}
-	rcvbuf := max(rmemDefault(), ndgrams*drainTruesize)
+	// The kernel caps a receive buffer at half the largest int (and
+	// charges twice what is asked for).
+	rcvbuf := min(max(rmemDefault(), ndgrams*drainTruesize), math.MaxInt32/2)
 	var rc receiver
 	var err error
 	switch recv {

@@ -50,7 +50,7 @@ func newDemuxReceiver(nsocks, port int, strategy demux.Strategy, readers, rcvbuf
 			d.bad[r.Value].Add(1)
 		}
 		d.got[r.Value].Add(1)
-	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: nsocks * rcvbuf, Readers: readers})
+	}, serve.Options{IPv4Only: true, Batch: 64, MaxDatagram: 2048, ReadBuffer: min(nsocks*rcvbuf, math.MaxInt32/2), Readers: readers})
 	if err != nil {
 		return nil, err
 	}
