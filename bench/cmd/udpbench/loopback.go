@@ -410,26 +410,11 @@ func loopbackRun(recv string, nsocks, ndgrams, payload int, strategy demux.Strat
 	}
 	defer rc.stop()
 	runtime.GC() // the receivers' setup garbage is not theirs to collect during the run
-	exe, err := os.Executable()
-	if err != nil {
+	cpu0 := ownCPU()
+	if res.sent, res.sendTime, err = send(nsocks, ndgrams, payload, port); err != nil {
 		return res, err
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d %d", senderEnv, nsocks, ndgrams, payload, port))
-	cmd.Stderr = os.Stderr
-	cpu0 := ownCPU()
-	out, err := cmd.Output()
-	if err != nil {
-		return res, fmt.Errorf("sender: %w", err)
-	}
 	exited := time.Now()
-	f := strings.Fields(string(out))
-	if len(f) != 2 {
-		return res, fmt.Errorf("sender said %q", out)
-	}
-	res.sent, _ = strconv.Atoi(f[0])
-	ns, _ := strconv.ParseInt(f[1], 10, 64)
-	res.sendTime = time.Duration(ns)
 	// Drain: wait until every datagram arrived or none came for 200 ms.
 	last, lastAt := uint64(0), time.Now()
 	for {

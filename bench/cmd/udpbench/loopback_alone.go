@@ -71,20 +71,9 @@ func loopbackAlone(recv string, nsocks, ndgrams, payload int, strategy demux.Str
 	if err := waitStopped(rc.Process.Pid, 10*time.Second); err != nil {
 		return res, err
 	}
-	snd := exec.Command(exe)
-	snd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d %d", senderEnv, nsocks, ndgrams, payload, port))
-	snd.Stderr = os.Stderr
-	sout, err := snd.Output()
-	if err != nil {
-		return res, fmt.Errorf("sender: %w", err)
+	if res.sent, res.sendTime, err = send(nsocks, ndgrams, payload, port); err != nil {
+		return res, err
 	}
-	f := strings.Fields(string(sout))
-	if len(f) != 2 {
-		return res, fmt.Errorf("sender said %q", sout)
-	}
-	res.sent, _ = strconv.Atoi(f[0])
-	ns, _ := strconv.ParseInt(f[1], 10, 64)
-	res.sendTime = time.Duration(ns)
 	resumed := monotonic()
 	if err := syscall.Kill(rc.Process.Pid, syscall.SIGCONT); err != nil {
 		return res, err

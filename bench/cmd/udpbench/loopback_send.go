@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"time"
 
@@ -34,6 +35,28 @@ func init() {
 		}
 		os.Exit(0)
 	}
+}
+
+// send runs the sender process (this executable, told by senderEnv) and
+// returns the datagrams it sent and the time it took.
+func send(nsocks, ndgrams, payload, port int) (int, time.Duration, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, 0, err
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d %d %d", senderEnv, nsocks, ndgrams, payload, port))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, 0, fmt.Errorf("sender: %w", err)
+	}
+	var sent int
+	var ns int64
+	if _, err := fmt.Sscanf(string(out), "%d %d", &sent, &ns); err != nil {
+		return 0, 0, fmt.Errorf("sender said %q: %v", out, err)
+	}
+	return sent, time.Duration(ns), nil
 }
 
 // loopbackAddr is the i-th destination address: 127.1.x.y, all local on
