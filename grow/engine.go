@@ -109,7 +109,7 @@ type Port struct {
 	s    *portSlot // the port's slot, which outlives the record
 	mu   sync.Mutex
 	port uint16
-	dead bool // guarded by mu: no longer its slot's record
+	dead bool // guarded by mu: no longer its page's record
 	// cc is the port's bind-check summary, guarded by mu: nil until the
 	// port first holds more than summaryMin sockets (see count), then
 	// kept while it holds one. Most ports never have one, and a record
