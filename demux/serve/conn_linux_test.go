@@ -67,6 +67,18 @@ func client(t *testing.T, addr string) *net.UDPConn {
 	return c
 }
 
+// allowBroadcast lets c send to a broadcast address (SO_BROADCAST).
+func allowBroadcast(t *testing.T, c *net.UDPConn) {
+	t.Helper()
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	var serr error
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
+	}))
+	require.NoError(t, serr)
+}
+
 // ask sends q from cl to dst and returns the answer and where it came
 // from.
 func ask(t *testing.T, cl *net.UDPConn, dst netip.AddrPort, q string) (string, netip.AddrPort) {

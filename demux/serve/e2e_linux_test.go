@@ -511,13 +511,7 @@ func (c mcastCase) run(t *testing.T, opts serve.Options) {
 		require.NoError(t, pc.SetMulticastLoopback(true))
 	}
 	if c.broadcast {
-		rc, err := cl.SyscallConn()
-		require.NoError(t, err)
-		var serr error
-		require.NoError(t, rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
-		}))
-		require.NoError(t, serr)
+		allowBroadcast(t, cl)
 	}
 	var got []string
 	e.tbl.LookupMulticast(src, dst, ifi.Index, func(s *demux.Socket[string], v string) bool {

@@ -225,13 +225,7 @@ func TestSlowHandlerGetsBroadcastAfter(t *testing.T) {
 		defer srv.Close()
 		port := boundPort(t, srv, "0.0.0.0", "wild").LocalAddr().Port()
 		cl := client(t, "127.0.0.1")
-		rc, err := cl.SyscallConn()
-		require.NoError(t, err)
-		var serr error
-		require.NoError(t, rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_BROADCAST, 1)
-		}))
-		require.NoError(t, serr)
+		allowBroadcast(t, cl)
 
 		_, err = cl.WriteToUDPAddrPort([]byte("slow"), netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
 		require.NoError(t, err)
