@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"unsafe"
 
-	"github.com/udpdemux/udpdemux/grow"
+	"github.com/udpdemux/udpdemux/internal/grow"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )

@@ -5,8 +5,7 @@
 // cache misses as a chained index whose node holds a copy of the object,
 // without the node. Lookups take no lock and never wait, and never miss a
 // key that is present throughout; writers lock the line that holds theirs
-// (lines share locks in groups of four). It is an implementation package
-// of udpdemux, with no compatibility promise.
+// (lines share locks in groups of four).
 //
 // # Values
 //

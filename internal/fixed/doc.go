@@ -18,8 +18,4 @@
 // share the slot; the secondary slots it changes are locked inside it, in
 // ascending index, through the same lockorder.Guard, and Unlock releases
 // them all together. The Guard lives in a Held, the write's handle.
-//
-// This is an implementation package of udpdemux, exported only so that the
-// module's other packages can use it: its API may change in any release,
-// with no compatibility promise. Programs use package demux.
 package fixed

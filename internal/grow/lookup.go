@@ -1,7 +1,7 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/bhash"
+	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )

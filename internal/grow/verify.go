@@ -5,7 +5,7 @@ import (
 	"maps"
 	"math/bits"
 
-	"github.com/udpdemux/udpdemux/bhash"
+	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 

@@ -1,8 +1,8 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/bhash"
 	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 

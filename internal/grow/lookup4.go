@@ -3,7 +3,7 @@ package grow
 import (
 	"net/netip"
 
-	"github.com/udpdemux/udpdemux/bhash"
+	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"

@@ -1,7 +1,6 @@
 // Package grow is udpdemux's default storage: tables that grow and shrink
 // with the sockets they hold, so that no shape a service builds makes a
-// lookup or a bind slow. It is an implementation package of udpdemux, with
-// no compatibility promise.
+// lookup or a bind slow.
 //
 // # Structures
 //
