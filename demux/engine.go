@@ -7,7 +7,7 @@ import (
 )
 
 // engine is a storage's write side: it owns the chains, SO_REUSEPORT
-// groups, bind-check indexes and occupancy updates of its tables, and the
+// groups and bind-check indexes of its tables, and the
 // protocol that moves an entry. fixed.Engine is one; grow.Engine the
 // other. P is the engine's handle on a locked port, valid from
 // LockPort or Ephemeral to Unlock.

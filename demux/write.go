@@ -105,6 +105,7 @@ func (w *writes[V, P, E]) bindOnce(s *Socket[V], e *sock.Entry, o Options) (_ er
 	// return it the moment it is linked.
 	s.s.Cur.Store(e)
 	w.e.Link(h, e)
+	t.occ.Add(e)
 	t.n.Add(1)
 	return nil, false
 }
@@ -202,6 +203,8 @@ func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *sock.Entry) {
 		e.Group.Add(e)
 	}
 	w.e.Replace(h, old, e)
+	w.t.occ.Remove(old)
+	w.t.occ.Add(e)
 }
 
 // order sets e's tie-break order and its Hash4 flag after a connect that
@@ -293,6 +296,7 @@ func (w *writes[V, P, E]) close(s *Socket[V]) error {
 		return err
 	}
 	w.e.Unlink(h, e)
+	t.occ.Remove(e)
 	s.s.Closed.Store(true)
 	// Counted out before the port event, so that an OnPort hook that
 	// panics finds the close complete: the socket is gone, and Len and

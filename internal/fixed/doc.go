@@ -4,7 +4,7 @@
 // keyed by (address, port), both of a size fixed for the table's life.
 // Lookups read those tables through package lookup; this package is
 // everything that changes them: linking and unlinking entries in both
-// chains, SO_REUSEPORT groups, the occupancy index that bind(0) reads, the
+// chains, SO_REUSEPORT groups, the
 // move of an entry between secondary slots inside their sequence counts,
 // explicit-port conflict checks (bind.Checker) and the choice of an
 // ephemeral port (bind.Ephemeral's algorithms). Its Engine has the write

@@ -22,8 +22,8 @@ type Config struct {
 	Rule bind.Rule
 	// Choose picks bind(0)'s port; nil means (*bind.Ephemeral).Index.
 	Choose Chooser
-	// Occ is the occupancy index, which the engine keeps, with the
-	// ephemeral range it counts.
+	// Occ is the occupancy index, which bind(0) reads (package demux
+	// keeps it), with the ephemeral range it counts.
 	Occ  *bind.Occupancy
 	Rand *bind.Rand // bind(0)'s random source
 }
@@ -37,7 +37,6 @@ type Engine struct {
 	check  bind.Checker
 	eph    bind.Ephemeral
 	choose Chooser
-	occ    *bind.Occupancy
 	// helds recycles the handles, so that a write allocates none: a
 	// handle outlives the call that locks, and so cannot live on the
 	// caller's stack.
@@ -54,7 +53,7 @@ type Held struct {
 
 // New returns an engine over c's tables.
 func New(c Config) *Engine {
-	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose, occ: c.Occ}
+	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose}
 	x.check = bind.Checker{H1: c.H1, H2: c.H2, Rule: c.Rule}
 	x.eph = bind.Ephemeral{Checker: x.check, Occ: c.Occ, Rand: c.Rand}
 	if x.choose == nil {

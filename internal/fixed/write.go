@@ -16,7 +16,6 @@ func (x *Engine) Link(h *Held, e *sock.Entry) {
 	x.h2.Lock(&h.g, i)
 	x.h2.Push(i, e)
 	x.h1.Slot(e.Port).Chain.PushFront(&e.N1)
-	x.occ.Add(e)
 }
 
 // GroupOf returns the SO_REUSEPORT group that the unconnected ReusePort
@@ -48,15 +47,13 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 // place: a connect, a disconnect or a change of device. An unconnected
 // ReusePort e must already be in its group (see GroupOf). The secondary
 // table first (see rehash), then the primary chain in one store; then old
-// leaves its group and the occupancy index counts e instead of old.
+// leaves its group.
 func (x *Engine) Replace(h *Held, old, e *sock.Entry) {
 	x.rehash(h, old, e)
 	x.h1.Slot(e.Port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
 		old.Group.Remove(old)
 	}
-	x.occ.Remove(old)
-	x.occ.Add(e)
 }
 
 // rehash replaces old by e in the secondary table, moving it to another
@@ -82,7 +79,7 @@ func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
 }
 
 // Unlink removes e: a close. It leaves the secondary chain, then the
-// primary one, then its group and the occupancy index.
+// primary one, then its group.
 func (x *Engine) Unlink(h *Held, e *sock.Entry) {
 	i := x.h2.IndexOf(e)
 	x.h2.Lock(&h.g, i)
@@ -91,5 +88,4 @@ func (x *Engine) Unlink(h *Held, e *sock.Entry) {
 	if e.Group != nil {
 		e.Group.Remove(e)
 	}
-	x.occ.Remove(e)
 }

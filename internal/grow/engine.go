@@ -153,8 +153,8 @@ type Engine struct {
 // New returns an empty engine. seeds must be random and secret: they keep
 // outsiders from aiming keys at one slot. threshold is the hybrid rule's
 // (AlwaysScan, AlwaysIndex for the other strategies); flowSeed seeds the
-// SO_REUSEPORT flow hash. occ is the occupancy index the engine keeps for
-// bind(0), which draws from rand.
+// SO_REUSEPORT flow hash. occ is the occupancy index that bind(0) reads
+// (package demux keeps it); bind(0) draws from rand.
 func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, rand *bind.Rand) *Engine {
 	g := &Engine{
 		seed:       seeds[0],

@@ -72,7 +72,6 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
-	g.occ.Add(e)
 	g.entries.Add(1)
 }
 
@@ -126,8 +125,6 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 		g.count(pr, old, -1)
 		g.count(pr, e, 1)
 	}
-	g.occ.Remove(old)
-	g.occ.Add(e)
 }
 
 // Unlink removes e: a close.
@@ -144,7 +141,6 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 		deviceKind.drop(g, pr, e)
 	}
 	g.count(pr, e, -1)
-	g.occ.Remove(e)
 	g.entries.Add(-1)
 }
 
