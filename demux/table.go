@@ -43,7 +43,6 @@ type Table[V any] struct {
 	_     [64]byte
 	occ   bind.Occupancy
 	seq   atomic.Uint64 // bind order, for ties
-	n     atomic.Int64  // sockets bound
 	stats counters
 }
 
@@ -141,7 +140,7 @@ func isNil(src mrand.Source) bool {
 }
 
 // Len returns the number of bound sockets.
-func (t *Table[V]) Len() int { return int(t.n.Load()) }
+func (t *Table[V]) Len() int { return t.occ.Total() }
 
 // ReusePortIndex returns which member, counted from 0 in the group's order
 // (see Group), of an n-member SO_REUSEPORT group without a selector

@@ -141,13 +141,6 @@ type Engine struct {
 	summaryMin       int // see InUse
 	occ              *bind.Occupancy
 	rand             *bind.Rand // bind(0)'s
-
-	// entries is written by every bind and close: a cache line away from
-	// what lookups read, as bhash.Map's count is, so that a writer on
-	// another port does not slow lookups down (BenchmarkLookupBesideWriter
-	// in demux).
-	_       [64]byte
-	entries atomic.Int64
 }
 
 // New returns an empty engine. seeds must be random and secret: they keep

@@ -12,12 +12,3 @@ import (
 func TestPortLayout(t *testing.T) {
 	require.LessOrEqual(t, unsafe.Sizeof(Port{}), uintptr(48))
 }
-
-// TestEntriesApart: the count that binds and closes write starts at least
-// a cache line after the end of the fields that lookups read, whatever
-// the engine's alignment.
-func TestEntriesApart(t *testing.T) {
-	var g Engine
-	readEnd := unsafe.Offsetof(g.occ) + unsafe.Sizeof(g.occ)
-	require.GreaterOrEqual(t, unsafe.Offsetof(g.entries), readEnd+64)
-}

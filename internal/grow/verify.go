@@ -112,9 +112,6 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 	if err := g.conns.Check(); err != nil {
 		bad("4-tuple index: %v", err)
 	}
-	if linked := int(g.entries.Load()); len(onPort) != linked {
-		bad("%d entries linked, %d on the ports", linked, len(onPort))
-	}
 	check := func(what string, hd heads) {
 		for i := range hd.len() {
 			prevSeq := ^uint64(0)

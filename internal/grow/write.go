@@ -72,7 +72,6 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	g.insert(e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
-	g.entries.Add(1)
 }
 
 // GroupOf returns the SO_REUSEPORT group on pr's port that the
@@ -141,7 +140,6 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 		deviceKind.drop(g, pr, e)
 	}
 	g.count(pr, e, -1)
-	g.entries.Add(-1)
 }
 
 func (g *Engine) leave(pr *Port, e *sock.Entry) {
