@@ -71,7 +71,7 @@ func (g Group[V]) Pick(src, dst netip.AddrPort, ifindex int) *Socket[V] {
 	if g.g == nil || !q.Init(src, dst, ifindex) {
 		return nil
 	}
-	if e := lookup.Member(g.g, g.t.tabs.Seed, &q); e != nil {
+	if e := lookup.Member(g.g, g.t.seed, &q); e != nil {
 		return handle[V](e.Sock())
 	}
 	return nil

@@ -25,6 +25,7 @@ type Table[V any] struct {
 	// fixed-size tables of Linux's design, which tabs are.
 	g        *grow.Engine
 	tabs     lookup.Tables
+	seed     uint64 // the SO_REUSEPORT flow hash's, either storage's
 	strategy Strategy
 	count    bool     // Config.CountPaths
 	vrep     valueRep // where the sockets' Refs hold their values
@@ -93,9 +94,9 @@ func New[V any](cfg Config) (*Table[V], error) {
 		case TwoPhase:
 			limit = grow.AlwaysIndex
 		}
-		t.tabs.Seed = flowSeed(rnd, cfg.FlowSeed)
+		t.seed = flowSeed(rnd, cfg.FlowSeed)
 		seeds := [4]uint64{rnd.Uint64(), rnd.Uint64(), rnd.Uint64(), rnd.Uint64()}
-		t.g = grow.New(seeds, limit, t.tabs.Seed, &t.occ, rnd)
+		t.g = grow.New(seeds, limit, t.seed, &t.occ, rnd)
 		t.w = &writes[V, *grow.Port, *grow.Engine]{t: t, e: t.g}
 		return t, nil
 	}
@@ -107,7 +108,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if err != nil {
 		return nil, &OpError{Op: "new", Err: err}
 	}
-	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: flowSeed(rnd, cfg.FlowSeed)}
+	t.seed = flowSeed(rnd, cfg.FlowSeed)
+	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: t.seed}
 	c := fixed.Config{H1: h1, H2: h2, Occ: &t.occ, Rand: rnd}
 	switch cfg.Strategy {
 	case OnePhase:
@@ -155,7 +157,7 @@ func (t *Table[V]) ReusePortIndex(src, dst netip.AddrPort, n int) int {
 	if !ok || n < 1 {
 		return 0
 	}
-	return lookup.Pick(lookup.FlowHash(t.tabs.Seed, &q), n)
+	return lookup.Pick(lookup.FlowHash(t.seed, &q), n)
 }
 
 // flowSeed returns the flow hash seed: fixed, if not 0, else drawn from
