@@ -167,10 +167,10 @@ func (g *Group) copyMembers() View {
 // Beside the entries are cells with a copy of each member's Ref: a pick
 // reads its cell in a dense array, not the member's entry, which is large
 // and scattered, nor a copy behind a pointer, which costs a second
-// dependent miss (see DESIGN.md, SO_REUSEPORT groups, for what each cost a
-// lookup). A cell is 16 bytes, the socket and the one word of the Ref that
-// its table uses: a Ref keeps its value in Word or in Ptr, never both (see
-// package demux). words holds the cells while no member's Ptr is set,
+// dependent miss (DESIGN.md, SO_REUSEPORT groups, names the benchmark that
+// measures the cells). A cell is 16 bytes, the socket and the one word of
+// the Ref that its table uses: a Ref keeps its value in Word or in Ptr, never
+// both (see package demux). words holds the cells while no member's Ptr is set,
 // ptrs while no member's Word is; an array whose members need both keeps
 // no cells, and its picks read the entries. Exactly one of words and ptrs
 // is non-nil, or neither.
