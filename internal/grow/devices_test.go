@@ -70,18 +70,7 @@ func TestDevicesAreKeys(t *testing.T) {
 			require.NotNil(t, pr.s.devs.Load())
 			assert.Equal(t, devices, pr.s.devs.Load().n, "devices in the port's filter")
 
-			require.NotNil(t, pr.cc)
-			classes := func(s *summary) int {
-				n := len(s.wild.more) + len(s.byV4.more) + len(s.byV6.more) + len(s.byV4.cells) + len(s.byV6.cells)
-				if s.wild.first.n > 0 {
-					n++
-				}
-				return n
-			}
-			assert.LessOrEqual(t, classes(pr.cc), 3, "classes a bind to no device reads besides the devices' own")
-			require.NotNil(t, pr.cc.devs)
-			assert.Len(t, pr.cc.devs.by, devices)
-			assert.LessOrEqual(t, classes(&pr.cc.devs.all), 3, "classes of every device's sockets, devices left out")
+			require.NotNil(t, pr.cc, "the port's bind-check summary (bind's TestSummaryKeepsDevicesApart checks its classes)")
 
 			dst := netip.AddrPortFrom(tc.addr, port)
 			switch {
@@ -140,7 +129,6 @@ func TestDevicesAreKeys(t *testing.T) {
 			g.Unlock(pr)
 			requireVerified(t, g)
 			assert.Zero(t, pr.s.devs.Load().n, "devices in the port's filter")
-			assert.Nil(t, pr.cc.devs)
 		})
 	}
 }

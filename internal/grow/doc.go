@@ -58,10 +58,6 @@
 //
 // A bind to an explicit port on a port that holds a few sockets scans
 // them; once the port has held more than 64 (with the hybrid strategy),
-// it checks conflicts against the port's summary, not its sockets: socket attributes that decide a conflict (reuse flags,
-// family, addresses, device, owner) are counted per class, indexed by IPv4
-// address, by IPv6 address, and — for wildcard binds, whose overlap does
-// not depend on the other side's address, only on its kind — with the
-// address left out. The answer is exactly the one a scan of every socket
-// on the port gives (bind.Conflicts on a representative of each class).
+// it checks conflicts against the port's bind.Summary, not its sockets,
+// which answers exactly as a scan of every socket on the port would.
 package grow

@@ -114,7 +114,7 @@ type Port struct {
 	// port first holds more than summaryMin sockets (see count), then
 	// kept while it holds one. Most ports never have one, and a record
 	// with the summary inline took 208 bytes, where it takes 48.
-	cc     *summary
+	cc     *bind.Summary
 	groups map[groupKey]*sock.Group // guarded by mu
 	// shared4 counts the keys of conns on the port that hold more than
 	// one entry; guarded by mu. The port's chain is marked while it is

@@ -2,9 +2,9 @@ package grow
 
 import (
 	"fmt"
-	"maps"
 	"math/bits"
 
+	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
@@ -24,7 +24,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if pr.s.list.Seq.Moving() {
 			bad("port %d: move in progress", p)
 		}
-		var want summary
+		var want bind.Summary
 		var peers []uint64
 		groups := map[groupKey][]*sock.Entry{}
 		tuples := map[connKey]int{}
@@ -50,7 +50,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 				peers = append(peers, g.peerHash(e.Remote, e.RemotePort))
 				tuples[connKey{local: e.Key(), remote: e.Remote, lport: e.Port, rport: e.RemotePort}]++
 			}
-			want.add(e, 1)
+			want.Add(e, 1)
 			if e.Group != nil {
 				if e.Has(sock.Connected) {
 					// Lookup4 takes a 4-tuple match without a flow hash.
@@ -84,9 +84,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		}
 		have := pr.cc
 		if have == nil {
-			want, have = summary{}, new(summary)
+			want, have = bind.Summary{}, new(bind.Summary)
 		}
-		if !sameSummary(&want, have) {
+		if !want.Equal(have) {
 			bad("port %d: bind-check summary differs from its sockets", p)
 		}
 		if len(groups) != len(pr.groups) {
@@ -166,49 +166,6 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 		}
 	}
 	return false
-}
-
-func sameSummary(a, b *summary) bool {
-	if !sameClasses(&a.wild, &b.wild) ||
-		!maps.EqualFunc(a.byV4.all(attrsOf4), b.byV4.all(attrsOf4), maps.Equal) ||
-		!maps.EqualFunc(a.byV6.all(attrsOf6), b.byV6.all(attrsOf6), maps.Equal) {
-		return false
-	}
-	if a.devs == nil || b.devs == nil {
-		return a.devs == b.devs
-	}
-	if !sameSummary(&a.devs.all, &b.devs.all) || len(a.devs.by) != len(b.devs.by) {
-		return false
-	}
-	for dev, x := range a.devs.by {
-		if y := b.devs.by[dev]; y == nil || !sameSummary(x, y) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameClasses(a, b *classes) bool {
-	count := func(cs *classes) map[attrs]int {
-		m := map[attrs]int{}
-		if cs.first.n > 0 {
-			m[cs.first.a] += cs.first.n
-		}
-		for _, c := range cs.more {
-			m[c.a] += c.n
-		}
-		return m
-	}
-	ma, mb := count(a), count(b)
-	if len(ma) != len(mb) {
-		return false
-	}
-	for k, v := range ma {
-		if mb[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // verifyPeers checks port p's filter f of what (peers or devices) against

@@ -31,7 +31,7 @@ func groupOf(e *sock.Entry) groupKey {
 // on the many ports that hold a few.
 func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 	if pr.cc != nil {
-		return pr.cc.inUse(n), true
+		return pr.cc.InUse(n), true
 	}
 	for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
 		if bind.Conflicts(n, sock.OfPrimary(x)) {
@@ -48,11 +48,11 @@ func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 func (g *Engine) count(pr *Port, e *sock.Entry, d int) {
 	switch {
 	case pr.cc != nil:
-		pr.cc.add(e, d)
+		pr.cc.Add(e, d)
 	case pr.s.list.Len() > g.summaryMin:
-		pr.cc = new(summary)
+		pr.cc = new(bind.Summary)
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-			pr.cc.add(sock.OfPrimary(x), 1)
+			pr.cc.Add(sock.OfPrimary(x), 1)
 		}
 	}
 }
@@ -120,7 +120,7 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	// The summary counts e as it counted old unless the attributes that
 	// decide a conflict changed: most connects keep them (the local
 	// address stays), and spare the summary's two updates.
-	if pr.cc == nil || attrsOf(old) != attrsOf(e) {
+	if pr.cc == nil || !bind.SameClass(old, e) {
 		g.count(pr, old, -1)
 		g.count(pr, e, 1)
 	}

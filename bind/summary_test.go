@@ -1,14 +1,15 @@
-package grow
+package bind
 
 import (
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -82,7 +83,7 @@ func countByKey(bound []*sock.Entry) byKey {
 // summed is what s counts, key by key, with the device of each socket
 // counted in a device's summary put back. It checks that s.devs.all counts
 // what the devices' summaries count, devices left out.
-func summed(t *testing.T, s *summary) byKey {
+func summed(t *testing.T, s *Summary) byKey {
 	out := byKey{s.byV4.all(attrsOf4), s.byV6.all(attrsOf6)}
 	if s.devs == nil {
 		return out
@@ -115,23 +116,23 @@ func addAll[K comparable](dst, src map[K]map[attrs]int, dev int32) {
 }
 
 // TestSummaryMatchesScan: the summary's answer for every new socket is the
-// answer of a scan of every bound socket with bind.Conflicts, and it holds
+// answer of a scan of every bound socket with Conflicts, and it holds
 // each socket's attributes exactly, under its keys. Small
 // populations, so that the answer often hangs on one class; sockets are
 // added and removed at random.
 func TestSummaryMatchesScan(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for round := range 3000 {
-		var s summary
+		var s Summary
 		var bound []*sock.Entry
 		for step := range 12 {
 			if len(bound) > 0 && r.IntN(3) == 0 {
 				i := r.IntN(len(bound))
-				s.add(bound[i], -1)
+				s.Add(bound[i], -1)
 				bound = append(bound[:i], bound[i+1:]...)
 			} else if len(bound) < 6 {
 				e := randomEntry(r)
-				s.add(e, 1)
+				s.Add(e, 1)
 				bound = append(bound, e)
 			}
 			require.Empty(t, cmp.Diff(countByKey(bound), summed(t, &s), cmp.AllowUnexported(attrs{}, sock.Addr16{})),
@@ -140,13 +141,13 @@ func TestSummaryMatchesScan(t *testing.T) {
 				n := randomEntry(r)
 				want := false
 				for _, e := range bound {
-					want = want || bind.Conflicts(n, e)
+					want = want || Conflicts(n, e)
 				}
-				require.Equal(t, want, s.inUse(n), "round %d step %d: new %+v among %d", round, step, n.Face, len(bound))
+				require.Equal(t, want, s.InUse(n), "round %d step %d: new %+v among %d", round, step, n.Face, len(bound))
 			}
 		}
 		for _, e := range bound {
-			s.add(e, -1)
+			s.Add(e, -1)
 		}
 		require.True(t, s.byV4.empty())
 		require.True(t, s.byV6.empty())
@@ -190,18 +191,18 @@ func TestSummaryShrinks(t *testing.T) {
 			}
 			// The summary that only ever held keep sockets, and the one
 			// that held peak and is back to keep.
-			small := new(summary)
+			small := new(Summary)
 			for _, e := range es[:keep] {
-				small.add(e, 1)
+				small.Add(e, 1)
 			}
 			base := heap()
-			s := new(summary)
+			s := new(Summary)
 			for _, e := range es {
-				s.add(e, 1)
+				s.Add(e, 1)
 			}
 			grown := heap()
 			for _, e := range es[keep:] {
-				s.add(e, -1)
+				s.Add(e, -1)
 			}
 			after := heap()
 			require.Equal(t, summed(t, small), summed(t, s), "the shrunk summary counts what the small one does")
@@ -214,5 +215,127 @@ func TestSummaryShrinks(t *testing.T) {
 			runtime.KeepAlive(s)
 			runtime.KeepAlive(es)
 		})
+	}
+}
+
+// TestSummaryKeepsDevicesApart: sockets of one address that differ only by
+// device are counted apart, by device, so that a bind reads the classes of
+// its own device and of no device, not one class per device; a bind to no
+// device reads them all through one count with the devices left out. When
+// the last socket bound to a device goes, so does the devices' count.
+func TestSummaryKeepsDevicesApart(t *testing.T) {
+	const devices = 2000
+	for _, tc := range []struct {
+		name  string
+		flags uint8
+		v4    uint32
+		v6    sock.Addr16
+	}{
+		{"IPv4 wildcard", sock.HasV4, 0, sock.Map4(0)},
+		{"IPv4 address", sock.HasV4, 10<<24 | 1, sock.Map4(10<<24 | 1)},
+		{"IPv6 wildcard", sock.Is6 | sock.HasV4 | sock.HasV6, 0, sock.Wild6},
+		{"IPv6 address", sock.Is6 | sock.HasV6 | sock.V6Only, 127<<24 | 6, sock.Addr16{Hi: 0x20010db8 << 32, Lo: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entry := func(dev int32) *sock.Entry {
+				return &sock.Entry{Face: sock.Face{Port: 53, Flags: tc.flags | sock.ReuseAddr, V4: tc.v4, V6: tc.v6, Device: dev}}
+			}
+			classes := func(s *Summary) int {
+				n := len(s.wild.more) + len(s.byV4.more) + len(s.byV6.more) + len(s.byV4.cells) + len(s.byV6.cells)
+				if s.wild.first.n > 0 {
+					n++
+				}
+				return n
+			}
+			var s Summary
+			s.Add(entry(0), 1)
+			var byDev []*sock.Entry
+			for i := range devices {
+				e := entry(int32(i + 1))
+				require.False(t, s.InUse(e))
+				s.Add(e, 1)
+				byDev = append(byDev, e)
+			}
+			assert.LessOrEqual(t, classes(&s), 3, "classes a bind to no device reads besides the devices' own")
+			require.NotNil(t, s.devs)
+			assert.Len(t, s.devs.by, devices)
+			assert.LessOrEqual(t, classes(&s.devs.all), 3, "classes of every device's sockets, devices left out")
+			for _, e := range byDev {
+				s.Add(e, -1)
+			}
+			assert.Nil(t, s.devs)
+		})
+	}
+}
+
+// TestSummaryEqual: two summaries are Equal exactly when they count the
+// same attributes the same number of times, whatever order the sockets
+// came and went in: grow's Verify rebuilds each port's summary from its
+// sockets and compares.
+func TestSummaryEqual(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	census := func(es []*sock.Entry) map[attrs]int {
+		m := map[attrs]int{}
+		for _, e := range es {
+			m[attrsOf(e)]++
+		}
+		return m
+	}
+	v4 := func(addr uint32, dev int32) *sock.Entry {
+		return &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.HasV4, V4: addr, V6: sock.Map4(addr), Device: dev}}
+	}
+	v6 := func(lo uint64, dev int32) *sock.Entry {
+		return &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.Is6 | sock.HasV6 | sock.V6Only, V4: 127<<24 | 6,
+			V6: sock.Addr16{Hi: 0x20010db8 << 32, Lo: lo}, Device: dev}}
+	}
+	// Pairs that differ in one thing, which only one part of a summary
+	// holds.
+	for _, tc := range []struct {
+		name string
+		a, b *sock.Entry
+	}{
+		{"IPv4 address", v4(10<<24|1, 0), v4(10<<24|2, 0)},
+		{"IPv6 address", v6(1, 0), v6(2, 0)},
+		{"IPv4 address, on a device", v4(10<<24|1, 3), v4(10<<24|2, 3)},
+		{"device", v4(10<<24|1, 3), v4(10<<24|1, 4)},
+	} {
+		var sa, sb Summary
+		sa.Add(tc.a, 1)
+		sb.Add(tc.b, 1)
+		assert.False(t, sa.Equal(&sb), tc.name)
+		sb.Add(tc.b, -1)
+		sb.Add(tc.a, 1)
+		assert.True(t, sa.Equal(&sb), tc.name+", made alike")
+	}
+	for round := range 2000 {
+		var a, b []*sock.Entry
+		for range r.IntN(5) {
+			a = append(a, randomEntry(r))
+		}
+		switch r.IntN(3) {
+		case 0: // the same sockets, in another order
+			b = append(b, a...)
+			r.Shuffle(len(b), func(i, j int) { b[i], b[j] = b[j], b[i] })
+		case 1: // one socket more
+			b = append(append(b, a...), randomEntry(r))
+		default:
+			for range r.IntN(5) {
+				b = append(b, randomEntry(r))
+			}
+		}
+		var sa, sb Summary
+		for _, e := range a {
+			sa.Add(e, 1)
+		}
+		// b's summary also counts, then uncounts, sockets it does not keep.
+		extra := randomEntry(r)
+		sb.Add(extra, 1)
+		for _, e := range b {
+			sb.Add(e, 1)
+		}
+		sb.Add(extra, -1)
+		want := maps.Equal(census(a), census(b))
+		require.Equal(t, want, sa.Equal(&sb), "round %d: %d and %d sockets", round, len(a), len(b))
+		require.Equal(t, want, sb.Equal(&sa), "round %d, the other way", round)
 	}
 }

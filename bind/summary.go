@@ -1,12 +1,13 @@
-package grow
+package bind
 
 import (
-	"github.com/udpdemux/udpdemux/bind"
+	"maps"
+
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // attrs is what decides whether a new socket conflicts with a bound one
-// (bind.Conflicts): reuse flags, family, addresses, device, owner.
+// (Conflicts): reuse flags, family, addresses, device, owner.
 type attrs struct {
 	flags uint8 // ReuseAddr, ReusePort, Is6, V6Only
 	kind  uint8 // in wild classes, which stand for the address
@@ -30,7 +31,7 @@ func attrsOf(e *sock.Entry) attrs {
 func (a *attrs) conflicts(n *sock.Entry) bool {
 	var e sock.Entry
 	e.Flags, e.Device, e.Owner, e.V4, e.V6 = a.flags, a.dev, a.owner, a.v4, a.v6
-	return bind.Conflicts(n, &e)
+	return Conflicts(n, &e)
 }
 
 // class counts the bound sockets with one set of attributes.
@@ -73,12 +74,15 @@ func (cs *classes) index(a attrs) int {
 	return -1
 }
 
-// summary is what a port's bind checks read instead of its sockets. Each
+// Summary is what a port's bind checks read instead of its sockets, in
+// the growing storage (package grow keeps one per port that has held more
+// than a few sockets, under the port's lock). Its zero value counts no
+// socket. Each
 // socket bound to no device is counted in the classes of its IPv4 side
 // (unless it is IPv6-only), of its IPv6 address (if it is an IPv6 socket
 // that is not v4-mapped), and, with its address left out, in wild. Those
 // bound to a device are counted in devs.
-type summary struct {
+type Summary struct {
 	byV4 keyed[uint32]
 	byV6 keyed[sock.Addr16]
 	wild classes
@@ -90,14 +94,14 @@ type summary struct {
 // devSummaries counts a port's sockets bound to a device, each twice with
 // its device left out: in all, and in the summary of its device. Two
 // sockets conflict only if one has no device or both have the same
-// (bind.Conflicts); so a bind to no device checks all, and a bind to a
+// (Conflicts); so a bind to no device checks all, and a bind to a
 // device checks that device's summary, and neither reads the classes of
 // the other devices. Without this, sockets that differ only by device
 // were as many classes of one key, and each bind checked them all: 100 000
 // such binds took minutes.
 type devSummaries struct {
-	all summary
-	by  map[int32]*summary
+	all Summary
+	by  map[int32]*Summary
 	// peak is the most devices by held since it was last made; see
 	// keyed.peak.
 	peak int
@@ -357,13 +361,12 @@ func wildConflicts(n *sock.Entry, a attrs) bool {
 	default:
 		e.V6, e.V4 = sock.Addr16{Hi: 0x20010db8 << 32}, 1 // a non-mapped IPv6 address
 	}
-	return bind.Conflicts(n, &e)
+	return Conflicts(n, &e)
 }
 
-// add counts e in s (d = 1) or uncounts it (d = -1). What it does depends
-// on attrsOf(e) alone: Replace relies on that to leave s alone when a
-// socket's new state has its old one's attributes.
-func (s *summary) add(e *sock.Entry, d int) {
+// Add counts e in s (d = 1) or uncounts it (d = -1). What it does depends
+// on e's attributes that decide a conflict alone (see SameClass).
+func (s *Summary) Add(e *sock.Entry, d int) {
 	a, w := attrsOf(e), wildAttrs(e)
 	if e.Device == 0 {
 		s.count(e, a, w, d)
@@ -371,13 +374,13 @@ func (s *summary) add(e *sock.Entry, d int) {
 	}
 	a.dev, w.dev = 0, 0
 	if s.devs == nil {
-		s.devs = &devSummaries{by: map[int32]*summary{}}
+		s.devs = &devSummaries{by: map[int32]*Summary{}}
 	}
 	ds := s.devs
 	ds.all.count(e, a, w, d)
 	one := ds.by[e.Device]
 	if one == nil {
-		one = new(summary)
+		one = new(Summary)
 		ds.by[e.Device] = one
 	}
 	one.count(e, a, w, d)
@@ -395,7 +398,7 @@ func (s *summary) add(e *sock.Entry, d int) {
 }
 
 // count counts a socket e of attributes a and wild attributes w in s.
-func (s *summary) count(e *sock.Entry, a, w attrs, d int) {
+func (s *Summary) count(e *sock.Entry, a, w attrs, d int) {
 	if !e.Has(sock.Is6 | sock.V6Only) {
 		s.byV4.add(e.V4, a, d, cellOf4)
 	}
@@ -406,13 +409,14 @@ func (s *summary) count(e *sock.Entry, a, w attrs, d int) {
 }
 
 // empty reports whether s counts no socket.
-func (s *summary) empty() bool {
+func (s *Summary) empty() bool {
 	return s.byV4.empty() && s.byV6.empty() && s.wild.first.n == 0 && s.devs == nil
 }
 
-// inUse reports whether a socket counted in s conflicts with n, a socket
-// being bound on the same port.
-func (s *summary) inUse(n *sock.Entry) bool {
+// InUse reports whether a socket counted in s conflicts with n, a socket
+// being bound on the same port: what Conflicts against each of them
+// would answer.
+func (s *Summary) InUse(n *sock.Entry) bool {
 	if s.conflicts(n) {
 		return true
 	}
@@ -426,8 +430,8 @@ func (s *summary) inUse(n *sock.Entry) bool {
 	return one != nil && one.conflicts(n)
 }
 
-// conflicts is inUse for the sockets that s counts itself, not in devs.
-func (s *summary) conflicts(n *sock.Entry) bool {
+// conflicts is InUse for the sockets that s counts itself, not in devs.
+func (s *Summary) conflicts(n *sock.Entry) bool {
 	if n.IsWild() {
 		// A wildcard overlaps every address of the kinds it reaches.
 		if s.wild.first.n > 0 && wildConflicts(n, s.wild.first.a) {
@@ -442,4 +446,48 @@ func (s *summary) conflicts(n *sock.Entry) bool {
 	}
 	return s.byV4.conflict(n.V4, n, attrsOf4) || s.byV4.conflict(0, n, attrsOf4) ||
 		s.byV6.conflict(n.V6, n, attrsOf6) || s.byV6.conflict(sock.Wild6, n, attrsOf6)
+}
+
+// SameClass reports whether a and b have the same attributes that decide a
+// conflict, so that a summary counts one as it counts the other: a socket
+// whose move keeps them (most connects: the local address stays) needs no
+// update of its port's summary.
+func SameClass(a, b *sock.Entry) bool { return attrsOf(a) == attrsOf(b) }
+
+// Equal reports whether a and b count the same sockets' classes, whatever
+// form each keeps them in: for a Verify that rebuilds a port's summary from
+// its sockets.
+func (s *Summary) Equal(b *Summary) bool {
+	if !sameClasses(&s.wild, &b.wild) ||
+		!maps.EqualFunc(s.byV4.all(attrsOf4), b.byV4.all(attrsOf4), maps.Equal) ||
+		!maps.EqualFunc(s.byV6.all(attrsOf6), b.byV6.all(attrsOf6), maps.Equal) {
+		return false
+	}
+	if s.devs == nil || b.devs == nil {
+		return s.devs == b.devs
+	}
+	if !s.devs.all.Equal(&b.devs.all) || len(s.devs.by) != len(b.devs.by) {
+		return false
+	}
+	for dev, x := range s.devs.by {
+		if y := b.devs.by[dev]; y == nil || !x.Equal(y) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameClasses reports whether a and b hold the same classes and counts.
+func sameClasses(a, b *classes) bool {
+	count := func(cs *classes) map[attrs]int {
+		m := map[attrs]int{}
+		if cs.first.n > 0 {
+			m[cs.first.a] += cs.first.n
+		}
+		for _, c := range cs.more {
+			m[c.a] += c.n
+		}
+		return m
+	}
+	return maps.Equal(count(a), count(b))
 }
