@@ -115,3 +115,61 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 		}
 	}
 }
+
+// Choose is bind(0) for a storage that locks and checks a port its own
+// way (package grow's): lock returns port p locked, unlock releases it,
+// and free reports whether n may bind to the locked port. It returns the
+// chosen port locked, with n.Port set, and true; or false, holding
+// nothing.
+//
+// Like Index, it picks uniformly among the ports that hold no socket
+// (Occupancy.TakeFree) and fails at once when every port holds a socket
+// that blocks n. When every port is used but some may be shared, it tries
+// the ports of the range from a random one by a random step prime to the
+// range's size, which visits each once, checking each with free: O(range),
+// as Linux's search is when the range is nearly full.
+func Choose[P any](o *Occupancy, rnd *Rand, n *sock.Entry, lock func(p uint16) P, unlock func(P), free func(P, *sock.Entry) bool) (P, bool) {
+	var held P
+	took, search := o.TakeFree(rnd, n, func(p uint16) bool {
+		held = lock(p)
+		if !o.InUse(p) { // exact under p's lock, which every writer of p holds
+			n.Port = p
+			return true
+		}
+		unlock(held)
+		return false
+	})
+	switch {
+	case took:
+		return held, true
+	case !search:
+		return held, false
+	}
+	r := o.Range
+	remaining := int(r.High-r.Low) + 1
+	start := rnd.IntN(remaining)
+	step := 1 + rnd.IntN(remaining)
+	for gcd(step, remaining) != 1 {
+		step++
+	}
+	for i := range remaining {
+		p := r.Low + uint16((start+i*step)%remaining)
+		if !r.Allowed(p) {
+			continue
+		}
+		held = lock(p)
+		n.Port = p
+		if free(held, n) {
+			return held, true
+		}
+		unlock(held)
+	}
+	return held, false
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
