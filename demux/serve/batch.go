@@ -76,11 +76,11 @@ func (r *Request[V]) Reply(p []byte) error {
 type batch[V any] struct {
 	l    *listener[V] // the kernel socket the batch is read from
 	msgs []ipv4.Message
-	ds   []datagram // the unicast datagrams of msgs, in order
+	ds   []demux.Datagram // the unicast datagrams of msgs, in order
 	out  []*demux.Socket[V]
 	kind []kind
-	addr []datagram // addressing of msgs[i], with its payload
-	ext  []extra    // what else a Conn gets of msgs[i]
+	addr []demux.Datagram // addressing of msgs[i], with its payload
+	ext  []extra          // what else a Conn gets of msgs[i]
 	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
 	// datagram, and the slot gets a fresh one.
 	pk  []*packet
@@ -151,8 +151,8 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 	oob := max(len(ipv6.NewControlMessage(ipv6.FlagDst|ipv6.FlagInterface)),
 		len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface))) + oobSpace
 	b := &batch[V]{
-		msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n),
-		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
+		msgs: make([]ipv4.Message, n), ds: make([]demux.Datagram, 0, n),
+		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]demux.Datagram, n),
 		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n), rx: newReceiver(n),
 	}
@@ -317,7 +317,7 @@ func (b *batch[V]) handle(n int) bool {
 		l.c.copies.Add(uint64(copies))
 	}
 	if len(b.ds) > 0 {
-		lookupBatch(l.s.t, b.ds, b.out)
+		l.s.t.LookupBatch(b.ds, b.out)
 	}
 	b.next, b.nextU, b.n = 0, 0, n
 	return b.deliverRest()
@@ -489,7 +489,7 @@ func (b *batch[V]) parse(i int) kind {
 	if l.p6 == nil {
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
 	}
-	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
+	b.addr[i] = demux.Datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
 	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
 		if l.more.Load() {

@@ -44,7 +44,8 @@ type Options struct {
 	// ifindex is a broadcast address. nil means 255.255.255.255 and, on
 	// Linux, every destination the kernel routed as a broadcast (from
 	// IP_PKTINFO); elsewhere, the directed broadcast addresses of the
-	// arrival interface, as read from the system at most once a second.
+	// arrival interface, as the server last read them from the system,
+	// at most a second before.
 	Broadcast func(dst netip.Addr, ifindex int) bool
 	// PortUnreachable answers a unicast datagram that no socket receives
 	// with an ICMP (ICMPv6) port unreachable, as Linux does, so that the
@@ -113,7 +114,6 @@ type Server[V any] struct {
 	t     *demux.Table[V]
 	h     Handler[V]
 	opts  Options
-	bcast broadcastCache
 	local hostAddrs
 
 	mu sync.Mutex
