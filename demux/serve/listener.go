@@ -173,24 +173,15 @@ func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
 }
 
 // replyControl returns the control message that makes a datagram leave
-// from src (unless it is the zero Addr) and, if ifindex is not 0, out of
-// that interface.
+// from src (unless it is the zero Addr or of the other family) and, if
+// ifindex is not 0, out of that interface.
 func (l *listener[V]) replyControl(src netip.Addr, ifindex int) []byte {
-	var ip net.IP
-	if src.IsValid() {
-		ip = src.Unmap().AsSlice()
+	v4 := l.p6 == nil
+	if src = src.Unmap(); src.Is4() != v4 {
+		src = netip.Addr{}
 	}
-	if l.p6 != nil {
-		return (&ipv6.ControlMessage{Src: ip, IfIndex: ifindex}).Marshal()
-	}
-	return (&ipv4.ControlMessage{Src: ip, IfIndex: ifindex}).Marshal()
-}
-
-func (l *listener[V]) writeTo(b []byte, src netip.Addr, to netip.AddrPort, ifindex int) (int, error) {
-	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
-	oob := l.replyControl(src, ifindex)
-	n, _, err := l.conn.WriteMsgUDPAddrPort(b, oob, to)
-	return n, err
+	oob, _ := (&sendControl{src: src, ifindex: ifindex}).marshal(nil, v4)
+	return oob
 }
 
 // run reads and handles batches until the socket closes, the server

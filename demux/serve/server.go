@@ -462,6 +462,7 @@ func (s *Server[V]) WriteTo(b []byte, from netip.AddrPort, to netip.AddrPort, if
 	if err != nil {
 		return err
 	}
-	_, err = l.writeTo(b, from.Addr(), to, ifindex)
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	_, _, err = l.conn.WriteMsgUDPAddrPort(b, l.replyControl(from.Addr(), ifindex), to)
 	return err
 }
