@@ -291,10 +291,9 @@ const minWindow = 8
 // datagrams did. A full read doubles the window: a burst gets full-size
 // reads again after a few calls.
 
-// handle looks up and delivers the n datagrams just read, in arrival
-// order, then sends the replies. It reports whether a helper took the
-// batch over (see deliverRest).
-func (b *batch[V]) handle(n int) bool {
+// lookUp parses and counts the n datagrams just read and looks up the
+// receivers of the unicast ones, for deliverRest.
+func (b *batch[V]) lookUp(n int) {
 	l := b.l
 	copies, mcast := 0, 0
 	b.ds = b.ds[:0]
@@ -320,7 +319,6 @@ func (b *batch[V]) handle(n int) bool {
 		l.s.t.LookupBatch(b.ds, b.out)
 	}
 	b.next, b.nextU, b.n = 0, 0, n
-	return b.deliverRest()
 }
 
 // deliverRest delivers the batch from its cursor on, in arrival order,

@@ -228,8 +228,7 @@ func (s *Server[V]) drainLocked(k sockKey, ls []*listener[V]) {
 			l.closeAfter = true
 			s.draining[k] = append(s.draining[k], l)
 		} else {
-			l.closing.Store(true)
-			_ = l.conn.Close()
+			l.shut()
 		}
 		l.bmu.Unlock()
 	}

@@ -125,16 +125,25 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 		return errors.Join(err, serr)
 	}}
 	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
-	if err != nil {
-		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
-	}
-	l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), window: s.opts.Batch}
-	l.more.Store(more)
-	if l.rc, err = l.conn.SyscallConn(); err != nil {
+	if err == nil {
+		l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+		l.more.Store(more)
+		if err = l.setup(v6); err == nil {
+			return l, nil
+		}
 		_ = l.conn.Close()
-		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
 	}
-	var serr error
+	return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+}
+
+// setup claims the port for l's socket, just bound, steers flows among
+// its group's readers, and asks for each datagram's packet info.
+func (l *listener[V]) setup(v6 bool) error {
+	s := l.s
+	var err, serr error
+	if l.rc, err = l.conn.SyscallConn(); err != nil {
+		return err
+	}
 	if err = l.rc.Control(func(fd uintptr) {
 		serr = claimPort(int(fd))
 		if serr == nil && s.opts.Readers > 1 {
@@ -146,10 +155,8 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 		err = serr
 	}
 	if err != nil {
-		_ = l.conn.Close()
-		return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+		return err
 	}
-	l.initReader()
 	if v6 {
 		l.p6 = ipv6.NewPacketConn(l.conn)
 		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
@@ -158,10 +165,9 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 		err = l.p4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
 	}
 	if err != nil {
-		_ = l.conn.Close()
-		return nil, fmt.Errorf("kernel socket %v: packet info: %w", addr, err)
+		return fmt.Errorf("packet info: %w", err)
 	}
-	return l, nil
+	return nil
 }
 
 // writeBatch sends the messages (sendmmsg).
@@ -184,59 +190,59 @@ func (l *listener[V]) replyControl(src netip.Addr, ifindex int) []byte {
 	return oob
 }
 
-// run reads and handles batches until the socket closes, the server
-// stops or a call is handed off; given a batch, taken over from a
-// reader whose call was handed off, it first delivers the rest of it.
-// The listener's last goroutine retires it.
-func (l *listener[V]) run(taken *batch[V]) {
+// shut closes l's socket, for good: its reader's next failed read is its
+// last.
+func (l *listener[V]) shut() {
+	l.closing.Store(true)
+	_ = l.conn.Close()
+}
+
+// run delivers b, a batch taken over from a reader whose call was handed
+// off, if not nil, then reads and handles batches until the socket
+// closes, the server stops or a call is handed off. The listener's last
+// goroutine retires it.
+func (l *listener[V]) run(b *batch[V]) {
 	defer l.s.wg.Done()
 	defer l.s.exit(l)
-	if taken != nil {
-		l.cur = taken
-		l.arm()
-		handed := taken.deliverRest()
-		if !handed {
-			l.disarm()
-		}
-		if l.s.end(l, !handed) || handed {
-			l.done(taken, handed)
-			return
-		}
+	if l.cur = b; b == nil {
+		b = l.next()
 	}
-	for {
-		b, n, err := l.readBatch()
-		if err != nil {
-			l.release()
-			if l.s.closeDrained(l) || l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if errors.Is(err, syscall.EAGAIN) {
-				continue // read dry while draining, then taken back
-			}
-			l.c.readErrors.Add(1)
-			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
-			continue
-		}
-		l.begin()
+	for b != nil {
 		l.arm()
-		handed := b.handle(n)
+		handed := b.deliverRest()
 		if !handed {
 			l.disarm() // a handed-off batch's timer is its helper's
 		}
 		if l.s.end(l, !handed) || handed {
-			l.done(b, handed)
+			if handed {
+				l.s.putBatch(b) // l.cur is the helper's
+			} else {
+				l.release()
+			}
 			return
 		}
+		b = l.next()
 	}
 }
 
-// done gives back the batch b of a goroutine of l's that ends: the
-// reader's when the socket closed, or that of a goroutine whose call was
-// handed off (handed), whose listener's reader is now another.
-func (l *listener[V]) done(b *batch[V], handed bool) {
-	if handed {
-		l.s.putBatch(b)
-		return
+// next reads the next batch and looks it up; nil when the reader is to
+// end.
+func (l *listener[V]) next() *batch[V] {
+	for {
+		b, n, err := l.readBatch()
+		if err == nil {
+			l.begin()
+			b.lookUp(n)
+			return b
+		}
+		l.release()
+		if l.s.closeDrained(l) || l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		// EAGAIN: read dry while draining, then taken back.
+		if !errors.Is(err, syscall.EAGAIN) {
+			l.c.readErrors.Add(1)
+			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
+		}
 	}
-	l.release()
 }

@@ -85,6 +85,9 @@ func (r *receiver) finish(ms []ipv4.Message, src []netip.AddrPort, n int) {
 // is readable, and gives it back when the socket has nothing more.
 func (l *listener[V]) readBatch() (*batch[V], int, error) {
 	l.got, l.errno = 0, 0
+	if l.readFn == nil {
+		l.readFn = l.tryRead // once: one made per read would escape to the heap
+	}
 	if err := l.rc.Read(l.readFn); err != nil {
 		return nil, 0, err
 	}
@@ -101,15 +104,10 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 // the socket closes (Server.end).
 const drainsQueue = true
 
-// initReader makes l's callback for rc.Read, once: one made per read
-// would escape to the heap.
-func (l *listener[V]) initReader() { l.readFn = l.tryRead }
-
 // tryRead is readBatch's call of rc.Read: it reads into the reader's
 // batch, taking one if it has none, and reports false when nothing is
 // queued, so that rc.Read waits for the socket to become readable; the
-// batch goes back to the pool meanwhile. readBatch calls it as l.readFn
-// (initReader).
+// batch goes back to the pool meanwhile.
 func (l *listener[V]) tryRead(fd uintptr) bool {
 	b := l.cur
 	if b == nil {

@@ -13,9 +13,6 @@ type receiver struct{}
 
 func newReceiver(int) *receiver { return &receiver{} }
 
-// initReader has nothing to make: ReadBatch reads without a callback.
-func (l *listener[V]) initReader() {}
-
 // readBatch reads the next batch into the reader's batch, which it takes
 // from the pool if it has none, and returns it with the number of
 // datagrams read. Outside Linux the reader keeps its batch while it
