@@ -98,9 +98,10 @@ type batch[V any] struct {
 	// starts, so that its reply never leaves uncounted, even when a
 	// hand-off sends it early), and datagrams no socket took.
 	delivered, unhandled, unmatched, unmatchedMulti uint64
-	cur                                             int    // the message LookupMulticast's callback delivers
-	setAside                                        uint64 // multicast deliveries deferred to a handed-off call (deferTo)
-	elsewhere                                       uint64 // multicast receivers another kernel socket delivers to (PerAddress)
+	// cur is the message that LookupMulticast's callback delivers, and
+	// matched is set when it finds an open receiver.
+	cur     int
+	matched bool
 
 	// The delivery cursor: the next message to deliver, the next of the
 	// unicast lookups, and the batch's size. A helper that takes the
@@ -165,30 +166,13 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 	b.deliver = func(s *demux.Socket[V], v V) bool {
 		if b.l.s.opts.PerAddress {
 			if o := s.Options(); !b.l.covers(o.Addr, o.V6Only) {
-				b.elsewhere++ // another kernel socket's copy is for s
+				b.matched = true // another kernel socket's copy is for s
 				return true
 			}
 		}
-		c := b.l.s.connOf(s) // before Closed, as in handle
-		if s.Closed() {
-			return true
+		if open, _ := b.deliverTo(s, v, b.cur, true); open {
+			b.matched = true
 		}
-		if c != nil {
-			b.copyToConn(c, b.cur)
-			b.delivered++
-			return true
-		}
-		if b.l.s.h == nil {
-			b.unhandled++
-			return true
-		}
-		// A socket whose call was handed off gets this one after it too.
-		if b.l.nstuck.Load() != 0 && b.l.deferTo(s, b, b.cur) {
-			b.setAside++
-			return true
-		}
-		b.call(b.request(b.cur, true, s, v))
-		b.delivered++
 		return true
 	}
 	return b
@@ -198,10 +182,10 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 // readers: a reader holds a batch only while its socket has datagrams
 // queued or its batch is being handled, so that an idle port costs no
 // buffers (see readBatch). The last keep batches given back stay in free
-// for good: sync.Pool alone would drop a quarter of them under the race
-// detector, and all of them after two collections, making a reader that
-// wakes allocate a batch (about 200 objects) now and then; those past
-// keep go to pool, for readers that wake at once across many ports.
+// for good, since sync.Pool drops what it holds at garbage collections
+// (and some of it at random under the race detector), and a reader that
+// wakes would then allocate a whole batch; those past keep go to pool,
+// for readers that wake at once across many ports.
 type batches[V any] struct {
 	mu   sync.Mutex
 	free []*batch[V]
@@ -276,20 +260,16 @@ func (l *listener[V]) release() {
 	}
 }
 
-// minWindow is the fewest message slots a read offers the kernel.
+// minWindow is the fewest message slots a read offers the kernel. The
+// window (listener.window) is how many the next read offers: twice as
+// many as the last read filled, within minWindow and Options.Batch.
+// Every slot offered is prepared for the call (header, iovecs, address
+// buffer) whether or not a datagram fills it, and a reader that keeps up
+// with its senders reads only a few datagrams per call: preparing a
+// whole batch each time would cost about as much as handling the
+// datagrams. A full read doubles the window, so that a burst gets
+// full-size reads again after a few calls.
 const minWindow = 8
-
-// The window (listener.window) is how many message slots the next read
-// offers the kernel: twice as many as the last read filled, within
-// minWindow and Options.Batch. x/net prepared every message slot it was
-// given on every call (header, iovecs, address buffer) and cleared them on
-// the next, whether or not a datagram filled them, and so does prepare. A
-// reader that keeps up with its senders reads a few datagrams per call
-// (from under 2 to about 20 in the runner's loopback scenario, as the
-// machine's load varies), and with all 64 slots offered every time,
-// preparing them took about as much of its CPU profile as handling the
-// datagrams did. A full read doubles the window: a burst gets full-size
-// reads again after a few calls.
 
 // lookUp parses and counts the n datagrams just read and looks up the
 // receivers of the unicast ones, for deliverRest.
@@ -337,45 +317,22 @@ func (b *batch[V]) deliverRest() bool {
 			s := b.out[b.nextU]
 			b.out[b.nextU] = nil
 			b.nextU++
-			if s == nil {
+			open, handed := s != nil, false
+			if open {
+				open, handed = b.deliverTo(s, s.Value(), i, false)
+			}
+			if !open {
 				b.unmatched++
 				b.unreachable(i)
-				continue
-			}
-			// A socket that closed since the lookup (a handler of this
-			// batch may have closed it) receives nothing, through its
-			// Conn neither, which learns of a close through the table
-			// only later. Closed is asked after connOf: a Conn's Close
-			// closes the socket before it forgets the Conn, so a socket
-			// found without one is seen closed if it was.
-			c := l.s.connOf(s)
-			if s.Closed() {
-				b.unmatched++
-				b.unreachable(i)
-				continue
-			}
-			if c != nil {
-				b.toConn(c, i)
-				b.delivered++
-				continue
-			}
-			if l.s.h == nil {
-				b.unhandled++
-				continue
-			}
-			if l.nstuck.Load() != 0 && l.deferTo(s, b, i) {
-				continue
-			}
-			if b.callUnicast(b.request(i, false, s, s.Value())) {
+			} else if handed {
 				b.handedOff()
 				return true
 			}
 		case multicast:
-			before := b.delivered + b.unhandled + b.setAside + b.elsewhere
-			b.cur = i
+			b.cur, b.matched = i, false
 			a := &b.addr[i]
 			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
-			if b.delivered+b.unhandled+b.setAside+b.elsewhere == before {
+			if !b.matched {
 				b.unmatchedMulti++
 			}
 		}
@@ -385,6 +342,42 @@ func (b *batch[V]) deliverRest() bool {
 	b.flush()
 	b.mu.Unlock()
 	return false
+}
+
+// deliverTo gives msgs[i] to s, a receiver of it (of a multicast
+// datagram if mcast) whose value is v: to its Conn, to the handler, or
+// to its handed-off call (deferTo). It reports whether s was still open,
+// and whether a look handed the rest of the batch off during a unicast
+// handler call.
+func (b *batch[V]) deliverTo(s *demux.Socket[V], v V, i int, mcast bool) (open, handed bool) {
+	l := b.l
+	// A socket that closed since the lookup (a handler of this batch may
+	// have closed it) receives nothing, through its Conn neither, which
+	// learns of a close through the table only later. Closed is asked
+	// after connOf: a Conn's Close closes the socket before it forgets
+	// the Conn, so a socket found without one is seen closed if it was.
+	c := l.s.connOf(s)
+	if s.Closed() {
+		return false, false
+	}
+	switch {
+	case c != nil && mcast:
+		b.copyToConn(c, i) // the other receivers read the buffer too
+		b.delivered++
+	case c != nil:
+		b.toConn(c, i)
+		b.delivered++
+	case l.s.h == nil:
+		b.unhandled++
+	case l.nstuck.Load() != 0 && l.deferTo(s, b, i):
+		// A socket whose call was handed off gets it after that call.
+	case mcast:
+		b.call(b.request(i, true, s, v))
+		b.delivered++
+	default:
+		handed = b.callUnicast(b.request(i, false, s, v))
+	}
+	return true, handed
 }
 
 // count adds the batch's counts to the listener's, one atomic add each,
@@ -519,12 +512,17 @@ func (b *batch[V]) toConn(c *Conn, i int) {
 // copyToConn queues a copy of msgs[i] for c: a multicast datagram may
 // have several receivers.
 func (b *batch[V]) copyToConn(c *Conn, i int) {
+	if p := b.copyOf(i); !c.push(p) {
+		c.free(p)
+	}
+}
+
+// copyOf returns a copy of msgs[i] in a packet of the server's pool.
+func (b *batch[V]) copyOf(i int) *packet {
 	p := b.l.s.getPacket()
 	b.fill(p, i)
 	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
-	if !c.push(p) {
-		c.free(p)
-	}
+	return p
 }
 
 // queue copies p into the batch's replies to r.Src. It runs under b.mu.

@@ -89,10 +89,7 @@ func (l *listener[V]) deferTo(s *demux.Socket[V], b *batch[V], i int) bool {
 	if owner == nil {
 		return false
 	}
-	p := l.s.getPacket()
-	b.fill(p, i)
-	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
-	owner.deferred = append(owner.deferred, p)
+	owner.deferred = append(owner.deferred, b.copyOf(i))
 	return true
 }
 
