@@ -197,14 +197,15 @@ func (c *Conn) push(p *packet) bool {
 	c.n++
 	c.qbytes += cap(p.buf)
 	c.mu.Unlock()
-	c.wake()
+	poke(c.notify)
 	return true
 }
 
-// wake tells a waiting read that the queue has a datagram.
-func (c *Conn) wake() {
+// poke wakes the receiver of ch, a channel of capacity 1, unless a
+// wake-up is pending already.
+func poke(ch chan struct{}) {
 	select {
-	case c.notify <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -238,7 +239,7 @@ func (c *Conn) next() (*packet, error) {
 			more := c.n > 0
 			c.mu.Unlock()
 			if more {
-				c.wake() // for another reader
+				poke(c.notify) // for another reader
 			}
 			return p, nil
 		}
@@ -433,16 +434,12 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if !ok || ua == nil {
 		return 0, c.opError("write", addr, syscall.EINVAL)
 	}
-	n, _, err := c.write(b, nil, ua.AddrPort())
-	return n, err
+	return c.WriteToUDP(b, ua)
 }
 
 // WriteToUDP is WriteTo for a *net.UDPAddr.
 func (c *Conn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
-	if addr == nil {
-		return 0, c.opError("write", nil, syscall.EINVAL)
-	}
-	n, _, err := c.write(b, nil, addr.AddrPort())
+	n, _, err := c.WriteMsgUDP(b, nil, addr)
 	return n, err
 }
 
@@ -514,18 +511,13 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 		return fail(syscall.EMSGSIZE)
 	}
 	to = netip.AddrPortFrom(dst, to.Port())
+	var err error
 	if len(oob) == 0 {
 		// A plain write, as a service without control messages (quic-go
 		// on a Conn) makes them: queued for the writer if it continues a
 		// run (see enqueue).
-		queued, err := c.enqueue(b, out, k, to)
-		if err != nil {
-			if oe, ok := err.(*net.OpError); ok {
-				err = oe.Err
-			}
-			return fail(err)
-		}
-		if queued {
+		var queued bool
+		if queued, err = c.enqueue(b, out, k, to); queued {
 			return len(b), 0, nil
 		}
 	} else {
@@ -534,7 +526,10 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 		// error is the caller's.
 		c.drain()
 	}
-	n, _, err := k.WriteMsgUDPAddrPort(b, out, to)
+	n := 0
+	if err == nil {
+		n, _, err = k.WriteMsgUDPAddrPort(b, out, to)
+	}
 	if err != nil {
 		if oe, ok := err.(*net.OpError); ok {
 			err = oe.Err // the kernel socket's address is not the Conn's

@@ -195,14 +195,6 @@ func (s *Server[V]) watch() {
 	}
 }
 
-// nudgeWatcher makes the watcher look now.
-func (s *Server[V]) nudgeWatcher() {
-	select {
-	case s.conns.nudge <- struct{}{}:
-	default:
-	}
-}
-
 // shutConns ends every Conn and forgets it, for Stop.
 func (s *Server[V]) shutConns() {
 	s.conns.by.Range(func(k, v any) bool {
@@ -210,7 +202,7 @@ func (s *Server[V]) shutConns() {
 		s.forget(k.(*demux.Socket[V]), v.(*Conn))
 		return true
 	})
-	s.nudgeWatcher()
+	poke(s.conns.nudge)
 }
 
 // connHome is a Conn's socket in its server's table.

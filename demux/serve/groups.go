@@ -103,7 +103,7 @@ func (s *Server[V]) release(port uint16, addr netip.Addr, v6Only bool) {
 		}
 	}
 	s.mu.Unlock()
-	s.nudgeWatcher() // a Conn's socket may have been the last of its address
+	poke(s.conns.nudge) // a Conn's socket may have been the last of its address
 }
 
 // acquireLocked takes a use of k's kernel sockets, opening them if k has

@@ -110,10 +110,7 @@ func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) 
 			if start {
 				go c.writer()
 			} else if kick {
-				select {
-				case q.wake <- struct{}{}:
-				default:
-				}
+				poke(q.wake)
 			}
 			return true, nil
 		}
@@ -185,10 +182,7 @@ func (c *Conn) closeQueue() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	poke(q.wake)
 }
 
 // drain waits until the writer has sent what is queued now, or the

@@ -41,10 +41,7 @@ func (w *watcher[V]) add(l *listener[V]) {
 	if !w.on {
 		w.on = true
 		w.tk.start(watchTick)
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		poke(w.wake)
 	}
 }
 
