@@ -104,21 +104,26 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 	if sk == nil {
 		return nil, fmt.Errorf("udpdemux: serve: nil socket: %w", syscall.EINVAL)
 	}
-	o := sk.Options()
+	fail := func(err error) (*Conn, error) {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: err}
+	}
 	if sk.Closed() {
-		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed)}
+		return fail(fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed))
 	}
 	if !s.owns(sk) {
-		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket of another table: %w", syscall.EBADF)}
+		return fail(fmt.Errorf("socket of another table: %w", syscall.EBADF))
 	}
-	// The kernel sockets through which sk receives send its datagrams:
-	// they stay open while sk is bound.
+	// The first kernel sockets of the keys through which sk receives send
+	// its datagrams: they stay open while sk is bound. A family that sk
+	// does not receive has the zero Addr, which no group has.
+	o := sk.Options()
+	k4, k6 := s.keysOf(o.Port, o.Addr, o.V6Only)
 	s.mu.Lock()
-	l4, l6 := s.homesLocked(o.Port, o.Addr, o.V6Only)
+	l4, l6 := s.firstLocked(k4), s.firstLocked(k6)
 	stopped := s.stopped
 	s.mu.Unlock()
 	if stopped || (l4 == nil && l6 == nil) {
-		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: ErrStopped}
+		return fail(ErrStopped)
 	}
 	v6 := !o.Addr.Is4()
 	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(),
@@ -133,7 +138,7 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 		testPause()
 	}
 	if _, loaded := s.conns.by.LoadOrStore(sk, c); loaded {
-		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: fmt.Errorf("socket has a Conn: %w", syscall.EEXIST)}
+		return fail(fmt.Errorf("socket has a Conn: %w", syscall.EEXIST))
 	}
 	s.conns.n.Add(1)
 	if !s.conns.watching {

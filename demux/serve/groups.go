@@ -234,20 +234,13 @@ func (s *Server[V]) drainLocked(k sockKey, ls []*listener[V]) {
 	}
 }
 
-// homesLocked returns the first kernel sockets of the keys through which a
-// table socket bound to addr with v6Only receives on port, nil for a
-// family without one. It runs under s.mu.
-func (s *Server[V]) homesLocked(port uint16, addr netip.Addr, v6Only bool) (l4, l6 *listener[V]) {
-	k4, k6 := s.keysOf(port, addr, v6Only)
-	// A family the socket does not receive has the zero Addr, which no
-	// group has.
-	if g := s.groups[k4]; g != nil {
-		l4 = g.ls[0]
+// firstLocked returns the first kernel socket of k, nil if k has none.
+// It runs under s.mu.
+func (s *Server[V]) firstLocked(k sockKey) *listener[V] {
+	if g := s.groups[k]; g != nil {
+		return g.ls[0]
 	}
-	if g := s.groups[k6]; g != nil {
-		l6 = g.ls[0]
-	}
-	return l4, l6
+	return nil
 }
 
 // listenerFor returns the kernel socket of port that sends from, or joins
@@ -268,8 +261,8 @@ func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error)
 		}
 	}
 	for _, k := range []sockKey{{port, a}, {port, wild}} {
-		if g := s.groups[k]; g != nil {
-			return g.ls[0], nil
+		if l := s.firstLocked(k); l != nil {
+			return l, nil
 		}
 	}
 	// Sorted, so that the choice does not change from call to call.
