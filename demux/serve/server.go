@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -217,90 +216,6 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 
 // Table returns the served table. Bind on it to receive datagrams.
 func (s *Server[V]) Table() *demux.Table[V] { return s.t }
-
-// begin marks a goroutine of l as handling a batch: a close of its port
-// waits for the batch's end. It takes l's lock, not the server's: a
-// reader holds a batch here, and the readers of many ports that woke at
-// once would each hold one while they queued on the server's lock.
-func (l *listener[V]) begin() {
-	l.bmu.Lock()
-	l.busy++
-	l.bmu.Unlock()
-}
-
-// end marks the end of a batch of l's, whose replies are sent, and closes
-// l's kernel socket if its port went out of use meanwhile and no other
-// batch of l's is in progress. It reports whether it closed it.
-//
-// With Options.PerAddress, when the caller is l's reader, it leaves the
-// socket open and sets l to drain instead: the reader reads what the
-// kernel queued on the socket meanwhile (datagrams sent to the address
-// after its last table socket closed, which a wildcard of the table may
-// receive) until the queue is empty, and then closes it (closeDrained).
-func (s *Server[V]) end(l *listener[V], reader bool) bool {
-	l.bmu.Lock()
-	l.busy--
-	if l.busy > 0 || !l.closeAfter {
-		l.bmu.Unlock()
-		return false
-	}
-	l.closeAfter = false
-	if reader && s.opts.PerAddress && drainsQueue {
-		l.draining.Store(true)
-		l.bmu.Unlock()
-		return false
-	}
-	s.closeLocked(l)
-	return true
-}
-
-// closeDrained closes l's socket if l was set to drain (end) and has not
-// been taken back meanwhile, and reports whether it did. l's reader calls
-// it when a read fails: when the queue is empty, or the server stops.
-func (s *Server[V]) closeDrained(l *listener[V]) bool {
-	l.bmu.Lock()
-	if !l.draining.Load() {
-		l.bmu.Unlock()
-		return false
-	}
-	l.draining.Store(false)
-	s.closeLocked(l)
-	return true
-}
-
-// closeLocked closes l's socket. It runs under l.bmu, which it releases,
-// and then forgets l's address as draining when none of its kernel
-// sockets waits to close any more.
-func (s *Server[V]) closeLocked(l *listener[V]) {
-	l.shut()
-	l.bmu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := sockKey{l.port, l.addr}
-	if d := s.draining[k]; d != nil && !slices.ContainsFunc(d, (*listener[V]).waitsToClose) {
-		delete(s.draining, k)
-	}
-}
-
-// waitsToClose reports whether l closes when its batches end or, set to
-// drain, when its queue is read dry.
-func (l *listener[V]) waitsToClose() bool {
-	l.bmu.Lock()
-	defer l.bmu.Unlock()
-	return l.closeAfter || l.draining.Load()
-}
-
-// exit notes the end of a goroutine of l's; the last retires l, adding
-// its counts to the server's.
-func (s *Server[V]) exit(l *listener[V]) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l.goroutines--; l.goroutines > 0 {
-		return
-	}
-	delete(s.readers, l)
-	l.c.addTo(&s.retired)
-}
 
 // Stop stops serving: every reader finishes the batch it is handling
 // (handlers are called and replies sent for every datagram already read),
