@@ -566,18 +566,30 @@ func (c *Conn) ReadMsgUDPAddrPort(b, oob []byte) (n, oobn, flags int, src netip.
 	if err != nil {
 		return 0, 0, 0, netip.AddrPort{}, c.opError("read", nil, err)
 	}
-	n = copy(b, p.buf[:p.n])
-	if n < p.n {
+	n, oobn, flags, src = c.take(p, [][]byte{b}, oob)
+	return n, oobn, flags, src, nil
+}
+
+// take copies p's payload across bufs and its control messages (see
+// Conn) into oob, and gives p back to the pool. It returns what a read
+// reports: the bytes copied and written, the flags (MSG_TRUNC if bufs
+// were too short, MSG_CTRUNC if oob was) and the sender.
+func (c *Conn) take(p *packet, bufs [][]byte, oob []byte) (n, oobn, flags int, src netip.AddrPort) {
+	rest := p.buf[:p.n]
+	for _, b := range bufs {
+		k := copy(b, rest)
+		rest, n = rest[k:], n+k
+	}
+	if len(rest) > 0 {
 		flags |= msgTrunc
 	}
 	var trunc bool
-	oobn, trunc = c.appendControl(oob[:0], p)
-	if trunc {
+	if oobn, trunc = c.appendControl(oob[:0], p); trunc {
 		flags |= msgCtrunc
 	}
 	src = c.peerForm(p.src)
 	c.free(p)
-	return n, oobn, flags, src, nil
+	return n, oobn, flags, src
 }
 
 // ReadMsgUDP is ReadMsgUDPAddrPort with the sender as a *net.UDPAddr.
@@ -611,23 +623,9 @@ func (c *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
 	n := 0
 	for p != nil {
 		m := &ms[n]
-		m.N, m.Flags = 0, 0
-		rest := p.buf[:p.n]
-		for _, b := range m.Buffers {
-			k := copy(b, rest)
-			rest = rest[k:]
-			m.N += k
-		}
-		if len(rest) > 0 {
-			m.Flags |= msgTrunc
-		}
-		var trunc bool
-		m.NN, trunc = c.appendControl(m.OOB[:0], p)
-		if trunc {
-			m.Flags |= msgCtrunc
-		}
-		m.Addr = udpAddr(c.peerForm(p.src))
-		c.free(p)
+		var src netip.AddrPort
+		m.N, m.NN, m.Flags, src = c.take(p, m.Buffers, m.OOB)
+		m.Addr = udpAddr(src)
 		n++
 		if n == len(ms) {
 			break
