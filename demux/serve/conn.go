@@ -141,16 +141,25 @@ type connSocket interface {
 	release(c *Conn) error
 }
 
-// packet is one datagram for a Conn, in a buffer of the server's pool.
+// packet is one datagram, in a buffer of the server's pool: a reader's
+// read slot, or in a Conn's queue.
 type packet struct {
 	buf     []byte // MaxDatagram bytes
 	n       int
 	src     netip.AddrPort
 	dst     netip.Addr
-	specDst netip.Addr
+	specDst netip.Addr // IP_PKTINFO's ipi_spec_dst (control)
 	ifindex int
 	tos     uint8
 	mcast   bool
+}
+
+// copyTo copies p's datagram into q, in q's own buffer.
+func (p *packet) copyTo(q *packet) {
+	buf := q.buf
+	*q = *p
+	q.buf = buf
+	copy(buf, p.buf[:p.n])
 }
 
 // defaultQueue is a Conn's queue limit until SetReadBuffer: Linux's
@@ -219,7 +228,6 @@ func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
 	return nil
 }
 
-// getPacket returns a free packet buffer.
 func (s *Server[V]) getPacket() *packet {
 	if p, ok := s.conns.pool.Get().(*packet); ok {
 		return p
@@ -317,7 +325,6 @@ func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
 // a Conn's socket without the Conn open for longer.
 var testPause func()
 
-// owns reports whether sk is a socket of the server's table.
 func (s *Server[V]) owns(sk *demux.Socket[V]) bool {
 	for x := range s.t.Sockets() {
 		if x == sk {
@@ -327,7 +334,6 @@ func (s *Server[V]) owns(sk *demux.Socket[V]) bool {
 	return false
 }
 
-// forget removes c, sk's Conn, from the server.
 func (s *Server[V]) forget(sk *demux.Socket[V], c *Conn) {
 	if s.conns.by.CompareAndDelete(sk, c) {
 		s.conns.n.Add(-1)
@@ -495,7 +501,6 @@ func (c *Conn) popLocked() *packet {
 	return p
 }
 
-// free returns p to the server's pool.
 func (c *Conn) free(p *packet) { c.pool.Put(p) }
 
 func (c *Conn) opError(op string, to net.Addr, err error) error {
@@ -682,7 +687,6 @@ func (c *Conn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err e
 	return c.write(b, oob, addr.AddrPort())
 }
 
-// write sends b to to through the kernel socket of to's family.
 func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	fail := func(err error) (int, int, error) {
 		return 0, 0, c.opError("write", net.UDPAddrFromAddrPort(to), err)

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"net/netip"
 	"sync"
 	"time"
 
@@ -127,20 +126,10 @@ func (b *batch[V]) handedOff() {
 			b.unmatched++
 		} else {
 			l.c.delivered.Add(1)
-			b.call(b.requestFrom(p, s))
+			b.call(b.request(p, s, s.Value()))
 		}
 		l.s.conns.pool.Put(p)
 	}
-}
-
-// requestFrom returns a new Request for p, a datagram set aside for s.
-func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
-	r := b.newRequest()
-	*r = Request[V]{
-		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
-		Multicast: p.mcast, Socket: s, Value: s.Value(), b: b,
-	}
-	return r
 }
 
 // takeRest copies the undelivered rest of b, whose goroutine is in a
@@ -148,9 +137,8 @@ func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
 func (h *batch[V]) takeRest(b *batch[V]) {
 	m, u, j := 0, 0, b.nextU
 	for k := b.next; k < b.n; k++ {
-		h.kind[m], h.addr[m], h.ext[m], h.src[m] = b.kind[k], b.addr[k], b.ext[k], b.src[k]
-		h.addr[m].Payload = nil
-		h.msgs[m].N = copy(h.msgs[m].Buffers[0], b.msgs[k].Buffers[0][:b.msgs[k].N])
+		h.kind[m] = b.kind[k]
+		b.pk[k].copyTo(h.pk[m])
 		if b.kind[k] == unicast {
 			h.out[u] = b.out[j]
 			u++
@@ -327,7 +315,6 @@ func (w *watcher[V]) keep(looks []*listener[V]) []*listener[V] {
 	return looks
 }
 
-// close ends the watcher's goroutine.
 func (w *watcher[V]) close() {
 	close(w.done)
 	w.tk.close()

@@ -112,7 +112,6 @@ func (s *icmpSender) unreachable(src, dst netip.AddrPort, ifindex int, payload [
 	return err == nil, false, err
 }
 
-// close closes the raw sockets.
 func (s *icmpSender) close() {
 	for _, fd := range []*int{&s.fd4, &s.fd6} {
 		if *fd >= 0 {

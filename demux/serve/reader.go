@@ -157,7 +157,6 @@ func (c *counters) addTo(st *Stats) {
 	st.KernelDrops += uint64(c.kernelDrops.Load())
 }
 
-// writeBatch sends the messages (sendmmsg).
 func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
 	if l.p6 != nil {
 		return l.p6.WriteBatch(ms, 0)
@@ -236,13 +235,11 @@ type batch[V any] struct {
 	ds   []demux.Datagram // the unicast datagrams of msgs, in order
 	out  []*demux.Socket[V]
 	kind []kind
-	addr []demux.Datagram // addressing of msgs[i], with its payload
-	ext  []extra          // what else a Conn gets of msgs[i]
-	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
-	// datagram, and the slot gets a fresh one.
-	pk  []*packet
-	rx  *receiver
-	src []netip.AddrPort // senders of msgs[i]
+	// pk[i] is msgs[i]'s datagram: the buffer it is read into, and then
+	// its sender, addressing and payload's length. A Conn takes it
+	// whole, and the slot gets a fresh one.
+	pk []*packet
+	rx *receiver
 
 	// reqs is the unused rest of a slab of Requests, one per handler
 	// call: a Request is never reused, so that one kept past its call
@@ -283,12 +280,6 @@ type batch[V any] struct {
 	nreply  int
 }
 
-// extra is what a datagram's control messages say beyond its addressing.
-type extra struct {
-	specDst netip.Addr
-	tos     uint8
-}
-
 type kind uint8
 
 const (
@@ -310,8 +301,7 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 		len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface))) + oobSpace
 	b := &batch[V]{
 		msgs: make([]ipv4.Message, n), ds: make([]demux.Datagram, 0, n),
-		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]demux.Datagram, n),
-		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
+		out: make([]*demux.Socket[V], n), kind: make([]kind, n), pk: make([]*packet, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n), rx: newReceiver(n),
 	}
 	for i := range b.msgs {
@@ -400,7 +390,6 @@ func (bs *batches[V]) put(b *batch[V]) {
 	}
 }
 
-// take gives l's reader a batch from the pool and returns it.
 func (l *listener[V]) take() *batch[V] {
 	b := l.s.getBatch(l)
 	l.cur = b
@@ -437,7 +426,8 @@ func (b *batch[V]) lookUp(n int) {
 	for i := range n {
 		switch b.kind[i] = b.parse(i); b.kind[i] {
 		case unicast:
-			b.ds = append(b.ds, b.addr[i])
+			p := b.pk[i]
+			b.ds = append(b.ds, demux.Datagram{Src: p.src, Dst: netip.AddrPortFrom(p.dst, l.port), Ifindex: p.ifindex, Payload: p.buf[:p.n]})
 		case copied:
 			copies++
 		case multicast:
@@ -468,7 +458,6 @@ func (b *batch[V]) deliverRest() bool {
 	for b.next < b.n {
 		i := b.next
 		b.next++
-		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
 			s := b.out[b.nextU]
@@ -487,8 +476,8 @@ func (b *batch[V]) deliverRest() bool {
 			}
 		case multicast:
 			b.cur, b.matched = i, false
-			a := &b.addr[i]
-			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
+			p := b.pk[i]
+			l.s.t.LookupMulticast(p.src, netip.AddrPortFrom(p.dst, l.port), p.ifindex, b.deliver)
 			if !b.matched {
 				b.unmatchedMulti++
 			}
@@ -529,10 +518,10 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], v V, i int, mcast bool) (open, 
 	case l.nstuck.Load() != 0 && l.deferTo(s, b, i):
 		// A socket whose call was handed off gets it after that call.
 	case mcast:
-		b.call(b.request(i, true, s, v))
+		b.call(b.request(b.pk[i], s, v))
 		b.delivered++
 	default:
-		handed = b.callUnicast(b.request(i, false, s, v))
+		handed = b.callUnicast(b.request(b.pk[i], s, v))
 	}
 	return true, handed
 }
@@ -571,13 +560,12 @@ func (b *batch[V]) callUnicast(r *Request[V]) bool {
 	return handed
 }
 
-// request returns a new Request for msgs[i] and the receiving socket s.
-func (b *batch[V]) request(i int, mcast bool, s *demux.Socket[V], v V) *Request[V] {
+// request returns a new Request for p, a datagram for s, whose value is v.
+func (b *batch[V]) request(p *packet, s *demux.Socket[V], v V) *Request[V] {
 	r := b.newRequest()
-	m, a := &b.msgs[i], &b.addr[i]
 	*r = Request[V]{
-		Payload: m.Buffers[0][:m.N], Src: a.Src, Dst: a.Dst, Ifindex: a.Ifindex,
-		Multicast: mcast, Socket: s, Value: v, b: b,
+		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
+		Multicast: p.mcast, Socket: s, Value: v, b: b,
 	}
 	return r
 }
@@ -607,8 +595,8 @@ func (b *batch[V]) unreachable(i int) {
 	if ic == nil {
 		return
 	}
-	m, a := &b.msgs[i], &b.addr[i]
-	switch sent, limited, err := ic.unreachable(a.Src, a.Dst, a.Ifindex, m.Buffers[0][:m.N]); {
+	p := b.pk[i]
+	switch sent, limited, err := ic.unreachable(p.src, netip.AddrPortFrom(p.dst, b.l.port), p.ifindex, p.buf[:p.n]); {
 	case err != nil:
 		b.l.c.icmpErrors.Add(1)
 	case sent:
@@ -618,10 +606,10 @@ func (b *batch[V]) unreachable(i int) {
 	}
 }
 
-// parse reads the addressing of msgs[i] into addr[i] and says how to
+// parse reads the addressing of msgs[i] into pk[i] and says how to
 // deliver it.
 func (b *batch[V]) parse(i int) kind {
-	l, m := b.l, &b.msgs[i]
+	l, m, p := b.l, &b.msgs[i], b.pk[i]
 	c := parseControl(m.OOB[:m.NN], l.p6 != nil)
 	if c.hasDrop {
 		l.c.kernelDrops.Store(c.drops)
@@ -630,37 +618,27 @@ func (b *batch[V]) parse(i int) kind {
 		l.c.truncated.Add(1)
 		return skip
 	}
-	src := b.src[i]
-	if !src.IsValid() || !c.ok {
+	if !p.src.IsValid() || !c.ok {
 		return skip
 	}
 	if l.p6 == nil {
-		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		p.src = netip.AddrPortFrom(p.src.Addr().Unmap(), p.src.Port())
 	}
-	b.addr[i] = demux.Datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
-	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
+	p.n, p.dst, p.ifindex, p.specDst, p.tos, p.mcast = m.N, c.dst, c.ifindex, c.specDst, c.tos, false
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
 		if l.more.Load() {
 			return copied
 		}
+		p.mcast = true
 		return multicast
 	}
 	return unicast
 }
 
-// fill sets p's datagram to that of msgs[i].
-func (b *batch[V]) fill(p *packet, i int) {
-	a := &b.addr[i]
-	p.n, p.src, p.dst, p.ifindex = b.msgs[i].N, a.Src, a.Dst.Addr(), a.Ifindex
-	p.specDst, p.tos, p.mcast = b.ext[i].specDst, b.ext[i].tos, b.kind[i] == multicast
-}
-
-// toConn hands msgs[i]'s buffer to c's queue, and gives the slot a fresh
+// toConn hands msgs[i]'s packet to c's queue, and gives the slot a fresh
 // buffer for the next read, so that the datagram is not copied here.
 func (b *batch[V]) toConn(c *Conn, i int) {
-	p := b.pk[i]
-	b.fill(p, i)
-	if c.push(p) {
+	if c.push(b.pk[i]) {
 		b.pk[i] = b.l.s.getPacket()
 		b.msgs[i].Buffers[0] = b.pk[i].buf
 	}
@@ -677,8 +655,7 @@ func (b *batch[V]) copyToConn(c *Conn, i int) {
 // copyOf returns a copy of msgs[i] in a packet of the server's pool.
 func (b *batch[V]) copyOf(i int) *packet {
 	p := b.l.s.getPacket()
-	b.fill(p, i)
-	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
+	b.pk[i].copyTo(p)
 	return p
 }
 

@@ -68,12 +68,12 @@ func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
 }
 
 // finish sets the N, NN and Flags of the first n of ms, which a read
-// filled, and each sender in src.
-func (r *receiver) finish(ms []ipv4.Message, src []netip.AddrPort, n int) {
+// filled, and the sender of each of their packets pk.
+func (r *receiver) finish(ms []ipv4.Message, pk []*packet, n int) {
 	for i := range n {
 		h := &r.hdrs[i]
 		ms[i].N, ms[i].NN, ms[i].Flags = int(h.n), int(h.hdr.Controllen), int(h.hdr.Flags)
-		src[i] = sockaddrAddrPort(&r.names[i])
+		pk[i].src = sockaddrAddrPort(&r.names[i])
 	}
 }
 
@@ -95,7 +95,7 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 	if l.errno != 0 {
 		return b, 0, os.NewSyscallError("recvmmsg", l.errno)
 	}
-	b.rx.finish(b.msgs, b.src, l.got)
+	b.rx.finish(b.msgs, b.pk, l.got)
 	l.window = min(max(2*l.got, minWindow), len(b.msgs))
 	return b, l.got, nil
 }

@@ -34,9 +34,9 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 		return b, 0, err
 	}
 	for i := range n {
-		b.src[i] = netip.AddrPort{}
+		b.pk[i].src = netip.AddrPort{}
 		if ua, ok := ms[i].Addr.(*net.UDPAddr); ok {
-			b.src[i] = ua.AddrPort()
+			b.pk[i].src = ua.AddrPort()
 		}
 	}
 	l.window = min(max(2*n, minWindow), len(b.msgs))
