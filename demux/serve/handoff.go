@@ -23,10 +23,9 @@ import (
 // a time and in arrival order, and its replies in order, while other
 // sockets wait at most about two ticks for a slow call.
 //
-// The ticks are the watcher's own (ticker_linux.go) rather than
-// a runtime timer per reader: when every goroutine sleeps, as in a slow
-// handler that waits, the runtime's timers fire a millisecond late or
-// more, which would make the wait of the other sockets twice that.
+// The ticks are the watcher's own ticker's rather than a runtime timer
+// per reader, which fires late when every goroutine sleeps, as in a slow
+// handler that waits (see ticker).
 //
 // Calls for multicast datagrams are not handed off, since the table's
 // iteration over the receivers is in progress in the slow call's

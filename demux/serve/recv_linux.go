@@ -12,8 +12,8 @@ import (
 
 // receiver reads batches with recvmmsg itself rather than through x/net's
 // ReadBatch, which allocates each datagram's sender as a *net.UDPAddr
-// and its IP (two objects per datagram, whose only use here was to be
-// turned into a netip.AddrPort). Its headers, vectors and address buffers
+// and its IP, only for the reader to turn it into a netip.AddrPort. Its
+// headers, vectors and address buffers
 // are allocated once, for the batch's slots, and go with the batch from
 // one kernel socket's reader to another's.
 type receiver struct {
@@ -55,9 +55,8 @@ func (r *receiver) prepare(ms []ipv4.Message) {
 // does not see: a read that never blocks need not give up the reader's P.
 // With a full queue, a read of a whole batch lasts long enough that the
 // runtime would hand the P to another thread during each one and take it
-// back after, work that with two busy readers took a good part of the
-// second core in the runner's loopback scenario. The price: a garbage
-// collection's stop waits for a read in progress to end.
+// back after, which costs busy readers much of a core. The price: a
+// garbage collection's stop waits for a read in progress to end.
 func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
 	for {
 		r1, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(want), syscall.MSG_DONTWAIT, 0, 0)
