@@ -352,13 +352,7 @@ func (s *Server[V]) watch() {
 		case <-t.C:
 		case <-s.conns.nudge:
 		}
-		s.conns.by.Range(func(k, v any) bool {
-			if sk := k.(*demux.Socket[V]); sk.Closed() {
-				v.(*Conn).shut()
-				s.forget(sk, v.(*Conn))
-			}
-			return true
-		})
+		s.shutConns(false)
 		s.conns.mu.Lock()
 		if s.conns.n.Load() == 0 {
 			s.conns.watching = false
@@ -369,14 +363,16 @@ func (s *Server[V]) watch() {
 	}
 }
 
-// shutConns ends every Conn and forgets it, for Stop.
-func (s *Server[V]) shutConns() {
+// shutConns ends and forgets the Conns whose sockets were closed, or
+// with all (for Stop) every Conn.
+func (s *Server[V]) shutConns(all bool) {
 	s.conns.by.Range(func(k, v any) bool {
-		v.(*Conn).shut()
-		s.forget(k.(*demux.Socket[V]), v.(*Conn))
+		if sk := k.(*demux.Socket[V]); all || sk.Closed() {
+			v.(*Conn).shut()
+			s.forget(sk, v.(*Conn))
+		}
 		return true
 	})
-	poke(s.conns.nudge)
 }
 
 // connHome is a Conn's socket in its server's table.
@@ -501,8 +497,6 @@ func (c *Conn) popLocked() *packet {
 	return p
 }
 
-func (c *Conn) free(p *packet) { c.pool.Put(p) }
-
 func (c *Conn) opError(op string, to net.Addr, err error) error {
 	return &net.OpError{Op: op, Net: "udp", Source: c.LocalAddr(), Addr: to, Err: err}
 }
@@ -516,7 +510,7 @@ func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	}
 	n := copy(b, p.buf[:p.n])
 	src := c.peerForm(p.src)
-	c.free(p)
+	c.pool.Put(p)
 	return n, src, nil
 }
 
@@ -593,7 +587,7 @@ func (c *Conn) take(p *packet, bufs [][]byte, oob []byte) (n, oobn, flags int, s
 		flags |= msgCtrunc
 	}
 	src = c.peerForm(p.src)
-	c.free(p)
+	c.pool.Put(p)
 	return n, oobn, flags, src
 }
 

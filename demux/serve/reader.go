@@ -648,7 +648,7 @@ func (b *batch[V]) toConn(c *Conn, i int) {
 // have several receivers.
 func (b *batch[V]) copyToConn(c *Conn, i int) {
 	if p := b.copyOf(i); !c.push(p) {
-		c.free(p)
+		c.pool.Put(p)
 	}
 }
 

@@ -3,9 +3,11 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -233,10 +235,7 @@ func (s *Server[V]) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	var ls []*listener[V]
-	for l := range s.readers {
-		ls = append(ls, l)
-	}
+	ls := slices.Collect(maps.Keys(s.readers))
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.stopping.Store(true)
@@ -251,8 +250,9 @@ func (s *Server[V]) Stop() error {
 	// Only now, so that no reader finds a socket of a Conn that the
 	// server forgot, and hands its datagram to the handler.
 	s.conns.mu.Lock()
-	s.shutConns()
+	s.shutConns(true)
 	s.conns.mu.Unlock()
+	poke(s.conns.nudge) // the Conns' watcher ends
 	s.conns.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
