@@ -685,10 +685,7 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	fail := func(err error) (int, int, error) {
 		return 0, 0, c.opError("write", net.UDPAddrFromAddrPort(to), err)
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed || c.sk.closed() {
+	if c.isClosed() || c.sk.closed() {
 		// A socket closed through the table sends nothing, though the
 		// server may not have ended its Conn yet.
 		return fail(net.ErrClosed)
@@ -798,22 +795,18 @@ func (c *Conn) SetDeadline(t time.Time) error {
 }
 
 // SetReadDeadline sets the read deadline (see SetDeadline).
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.isClosed() {
-		return c.opError("set", nil, net.ErrClosed)
-	}
-	c.rdl.set(t)
-	return nil
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadline(&c.rdl, t) }
 
 // SetWriteDeadline sets the write deadline (see SetDeadline). A write
 // waits only while the Conn's send queue is full (see Conn), so the
 // deadline fails those and the writes started after it.
-func (c *Conn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline(&c.wdl, t) }
+
+func (c *Conn) setDeadline(d *deadline, t time.Time) error {
 	if c.isClosed() {
 		return c.opError("set", nil, net.ErrClosed)
 	}
-	c.wdl.set(t)
+	d.set(t)
 	return nil
 }
 
@@ -866,24 +859,19 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// shut ends the Conn's reads and writes and frees its queue. It reports
-// whether the Conn was open.
-func (c *Conn) shut() bool {
+// shut ends the Conn's reads and writes and frees its queue.
+func (c *Conn) shut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return
 	}
 	c.closed = true
 	close(c.done)
 	c.closeQueue()
-	for ; c.n > 0; c.n-- {
-		c.pool.Put(c.q[c.head])
-		c.q[c.head] = nil
-		c.head = (c.head + 1) % len(c.q)
+	for c.n > 0 {
+		c.pool.Put(c.popLocked())
 	}
-	c.qbytes = 0
-	return true
 }
 
 // deadline is a read or write deadline: check says whether it passed, and
