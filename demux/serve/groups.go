@@ -123,12 +123,9 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 	var ls []*listener[V]
 	for _, l := range s.draining[k] {
 		l.bmu.Lock()
-		switch {
-		case l.closeAfter:
+		if l.closeAfter || l.draining.Load() {
+			// Taken back: its reader reads on as before.
 			l.closeAfter = false
-			ls = append(ls, l)
-		case l.draining.Load():
-			// Its reader reads on as before.
 			l.draining.Store(false)
 			ls = append(ls, l)
 		}
