@@ -317,9 +317,12 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 				return true
 			}
 		}
-		if open, _ := b.deliverTo(s, v, b.cur, true); open {
-			b.matched = true
+		open, call := b.deliverTo(s, b.cur, true)
+		if call {
+			b.call(b.request(b.pk[b.cur], s, v))
+			b.delivered++
 		}
+		b.matched = b.matched || open
 		return true
 	}
 	return b
@@ -463,14 +466,14 @@ func (b *batch[V]) deliverRest() bool {
 			s := b.out[b.nextU]
 			b.out[b.nextU] = nil
 			b.nextU++
-			open, handed := s != nil, false
+			open, call := s != nil, false
 			if open {
-				open, handed = b.deliverTo(s, s.Value(), i, false)
+				open, call = b.deliverTo(s, i, false)
 			}
 			if !open {
 				b.unmatched++
 				b.unreachable(i)
-			} else if handed {
+			} else if call && b.callUnicast(b.request(b.pk[i], s, s.Value())) {
 				b.handedOff()
 				return true
 			}
@@ -491,11 +494,10 @@ func (b *batch[V]) deliverRest() bool {
 }
 
 // deliverTo gives msgs[i] to s, a receiver of it (of a multicast
-// datagram if mcast) whose value is v: to its Conn, to the handler, or
-// to its handed-off call (deferTo). It reports whether s was still open,
-// and whether a look handed the rest of the batch off during a unicast
-// handler call.
-func (b *batch[V]) deliverTo(s *demux.Socket[V], v V, i int, mcast bool) (open, handed bool) {
+// datagram if mcast): to its Conn, or to its handed-off call (deferTo),
+// or counts it unhandled when the server has no handler. It reports
+// whether s was still open, and whether the handler is to be called.
+func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call bool) {
 	l := b.l
 	// A socket that closed since the lookup (a handler of this batch may
 	// have closed it) receives nothing, through its Conn neither, which
@@ -517,13 +519,10 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], v V, i int, mcast bool) (open, 
 		b.unhandled++
 	case l.nstuck.Load() != 0 && l.deferTo(s, b, i):
 		// A socket whose call was handed off gets it after that call.
-	case mcast:
-		b.call(b.request(b.pk[i], s, v))
-		b.delivered++
 	default:
-		handed = b.callUnicast(b.request(b.pk[i], s, v))
+		return true, true
 	}
-	return true, handed
+	return true, false
 }
 
 // count adds the batch's counts to the listener's, one atomic add each,
