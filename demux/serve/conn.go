@@ -101,8 +101,8 @@ import (
 // net.ErrClosed; so does closing the socket through the table (writes
 // and reads that start after it fail at once, and the datagrams queued
 // for the Conn are dropped, as a closed kernel socket's are; blocked
-// reads end at the server's next check, which it makes every
-// closePoll), and Server.Stop or Server.Close.
+// reads end at the server's next check, which it makes every 10 ms),
+// and Server.Stop or Server.Close.
 type Conn struct {
 	sk    connSocket
 	v6    bool         // the socket is IPv6 (its writes may still go to IPv4 peers)
