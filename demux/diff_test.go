@@ -95,9 +95,9 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-// TestDifferentialCases runs the fixed sequences of demuxtest.Cases.
+// TestDifferentialCases runs the fixed sequences of diffCases.
 func TestDifferentialCases(t *testing.T) {
-	for _, tc := range demuxtest.Cases {
+	for _, tc := range diffCases {
 		for _, c := range diffConfigs() {
 			t.Run(tc.Name+"/"+c.Name, func(t *testing.T) {
 				at, err := demuxtest.Run(c, 1, tc.Ops)

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"errors"
+	"fmt"
 	"hash/maphash"
 	"net"
 	"net/netip"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/ipv4"
+
+	"github.com/udpdemux/udpdemux/demux"
 )
 
 // Conn is a net.PacketConn for one socket of a served table: it reads the
@@ -98,8 +101,8 @@ import (
 // net.ErrClosed; so does closing the socket through the table (writes
 // and reads that start after it fail at once, and the datagrams queued
 // for the Conn are dropped, as a closed kernel socket's are; blocked
-// reads end at the server's next check, which it makes every
-// closePoll), and Server.Stop or Server.Close.
+// reads end at the server's next check, which it makes every 10 ms),
+// and Server.Stop or Server.Close.
 type Conn struct {
 	sk    connSocket
 	v6    bool         // the socket is IPv6 (its writes may still go to IPv4 peers)
@@ -138,16 +141,25 @@ type connSocket interface {
 	release(c *Conn) error
 }
 
-// packet is one datagram for a Conn, in a buffer of the server's pool.
+// packet is one datagram, in a buffer of the server's pool: a reader's
+// read slot, or in a Conn's queue.
 type packet struct {
 	buf     []byte // MaxDatagram bytes
 	n       int
 	src     netip.AddrPort
 	dst     netip.Addr
-	specDst netip.Addr
+	specDst netip.Addr // IP_PKTINFO's ipi_spec_dst (control)
 	ifindex int
 	tos     uint8
 	mcast   bool
+}
+
+// copyTo copies p's datagram into q, in q's own buffer.
+func (p *packet) copyTo(q *packet) {
+	buf := q.buf
+	*q = *p
+	q.buf = buf
+	copy(buf, p.buf[:p.n])
 }
 
 // defaultQueue is a Conn's queue limit until SetReadBuffer: Linux's
@@ -171,6 +183,223 @@ func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync
 	}
 	c.sq.init()
 	return c
+}
+
+// conns are a server's Conns, by socket. The readers look a receiving
+// socket up here for every datagram, without a lock.
+type conns[V any] struct {
+	by sync.Map // *demux.Socket[V] → *Conn
+	n  atomic.Int64
+	// attaching counts ListenPacket calls between their bind and their
+	// registration, which mu spans: a reader that finds a socket with no
+	// Conn while one runs waits for it, so that no datagram for a new
+	// Conn's socket reaches the handler.
+	attaching atomic.Int32
+	mu        sync.Mutex
+	drops     atomic.Uint64  // Stats.ConnDrops
+	pool      sync.Pool      // of *packet
+	watching  bool           // a watcher runs; under mu
+	nudge     chan struct{}  // wakes the watcher
+	wg        sync.WaitGroup // the watcher
+}
+
+// connOf returns the Conn of s, or nil.
+func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
+	cs := &s.conns
+	// attaching first: a reader that found sk, and then sees no
+	// ListenPacket attaching, sees the count that sk's registration (if
+	// any) raised before its ListenPacket ended. Loaded the other way
+	// round, both can read 0 across one ListenPacket's end.
+	if cs.attaching.Load() == 0 && cs.n.Load() == 0 {
+		return nil
+	}
+	if c, ok := cs.by.Load(sk); ok {
+		return c.(*Conn)
+	}
+	if cs.attaching.Load() != 0 {
+		cs.mu.Lock()
+		cs.mu.Unlock() //nolint:staticcheck // waits for the attaching ListenPacket
+	}
+	// Again in either case: sk's ListenPacket may have registered it and
+	// ended between the first look and the count.
+	if c, ok := cs.by.Load(sk); ok {
+		return c.(*Conn)
+	}
+	return nil
+}
+
+func (s *Server[V]) getPacket() *packet {
+	if p, ok := s.conns.pool.Get().(*packet); ok {
+		return p
+	}
+	return &packet{buf: make([]byte, s.opts.MaxDatagram)}
+}
+
+// ListenPacket binds a socket in the table with o (and the zero value)
+// and returns a Conn for it, as net.ListenPacket returns a *net.UDPConn:
+// every datagram that the table gives the socket goes to the Conn, none
+// to the handler. Bind errors are the table's (EADDRINUSE and the like,
+// which errors.Is recognises).
+func (s *Server[V]) ListenPacket(o demux.Options) (*Conn, error) {
+	var zero V
+	cs := &s.conns
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.attaching.Add(1)
+	defer cs.attaching.Add(-1)
+	sk, err := s.t.Bind(o, zero)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.attachLocked(sk)
+	if err != nil {
+		_ = sk.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// SocketConn returns a Conn for sk, a socket already bound in the table:
+// from then on, the datagrams that the table gives sk go to the Conn
+// rather than to the handler. Closing the Conn closes sk. A socket has
+// one Conn at most: a second call fails with EEXIST, and a closed
+// socket's with an error that matches net.ErrClosed.
+func (s *Server[V]) SocketConn(sk *demux.Socket[V]) (*Conn, error) {
+	s.conns.mu.Lock()
+	defer s.conns.mu.Unlock()
+	return s.attachLocked(sk)
+}
+
+// attachLocked makes sk's Conn. It runs under conns.mu.
+func (s *Server[V]) attachLocked(sk *demux.Socket[V]) (*Conn, error) {
+	if sk == nil {
+		return nil, fmt.Errorf("udpdemux: serve: nil socket: %w", syscall.EINVAL)
+	}
+	fail := func(err error) (*Conn, error) {
+		return nil, &demux.OpError{Op: "conn", Addr: sk.LocalAddr(), Err: err}
+	}
+	if sk.Closed() {
+		return fail(fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed))
+	}
+	if !s.owns(sk) {
+		return fail(fmt.Errorf("socket of another table: %w", syscall.EBADF))
+	}
+	// The first kernel sockets of the keys through which sk receives send
+	// its datagrams: they stay open while sk is bound. A family that sk
+	// does not receive has the zero Addr, which no group has.
+	o := sk.Options()
+	k4, k6 := s.keysOf(o.Port, o.Addr, o.V6Only)
+	s.mu.Lock()
+	l4, l6 := s.firstLocked(k4), s.firstLocked(k6)
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped || (l4 == nil && l6 == nil) {
+		return fail(ErrStopped)
+	}
+	v6 := !o.Addr.Is4()
+	c := newConn(&connHome[V]{s: s, sk: sk}, v6, v6 && !o.V6Only, o.Addr.IsUnspecified(),
+		nil, nil, &s.conns.pool, &s.conns.drops)
+	if l4 != nil {
+		c.k4 = l4.conn
+	}
+	if l6 != nil {
+		c.k6 = l6.conn
+	}
+	if testPause != nil {
+		testPause()
+	}
+	if _, loaded := s.conns.by.LoadOrStore(sk, c); loaded {
+		return fail(fmt.Errorf("socket has a Conn: %w", syscall.EEXIST))
+	}
+	s.conns.n.Add(1)
+	if !s.conns.watching {
+		s.conns.watching = true
+		s.conns.wg.Add(1)
+		go s.watch()
+	}
+	return c, nil
+}
+
+// testPause, if set, runs where a Conn is about to be registered and
+// forgotten, so that a test can hold the moments when a reader may find
+// a Conn's socket without the Conn open for longer.
+var testPause func()
+
+func (s *Server[V]) owns(sk *demux.Socket[V]) bool {
+	for x := range s.t.Sockets() {
+		if x == sk {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server[V]) forget(sk *demux.Socket[V], c *Conn) {
+	if s.conns.by.CompareAndDelete(sk, c) {
+		s.conns.n.Add(-1)
+	}
+}
+
+// watch ends the Conns whose sockets were closed through the table, which
+// tells the server nothing of it: it looks every closePoll, and when a
+// port goes out of use. It ends when the server has no Conns left.
+func (s *Server[V]) watch() {
+	defer s.conns.wg.Done()
+	t := time.NewTicker(closePoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.conns.nudge:
+		}
+		s.shutConns(false)
+		s.conns.mu.Lock()
+		if s.conns.n.Load() == 0 {
+			s.conns.watching = false
+			s.conns.mu.Unlock()
+			return
+		}
+		s.conns.mu.Unlock()
+	}
+}
+
+// shutConns ends and forgets the Conns whose sockets were closed, or
+// with all (for Stop) every Conn.
+func (s *Server[V]) shutConns(all bool) {
+	s.conns.by.Range(func(k, v any) bool {
+		if sk := k.(*demux.Socket[V]); all || sk.Closed() {
+			v.(*Conn).shut()
+			s.forget(sk, v.(*Conn))
+		}
+		return true
+	})
+}
+
+// connHome is a Conn's socket in its server's table.
+type connHome[V any] struct {
+	s  *Server[V]
+	sk *demux.Socket[V]
+}
+
+func (h *connHome[V]) localAddr() netip.AddrPort { return h.sk.LocalAddr() }
+
+func (h *connHome[V]) device() int { return h.sk.Options().Device }
+
+func (h *connHome[V]) closed() bool { return h.sk.Closed() }
+
+// release closes the socket before it forgets the Conn: a reader that
+// finds the socket without a Conn then sees it closed, and drops the
+// datagram rather than hand it to the handler.
+func (h *connHome[V]) release(c *Conn) error {
+	err := h.sk.Close()
+	if testPause != nil {
+		testPause()
+	}
+	h.s.forget(h.sk, c)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
 }
 
 // push queues p, reporting false (and counting a drop) if the queue is
@@ -197,14 +426,15 @@ func (c *Conn) push(p *packet) bool {
 	c.n++
 	c.qbytes += cap(p.buf)
 	c.mu.Unlock()
-	c.wake()
+	poke(c.notify)
 	return true
 }
 
-// wake tells a waiting read that the queue has a datagram.
-func (c *Conn) wake() {
+// poke wakes the receiver of ch, a channel of capacity 1, unless a
+// wake-up is pending already.
+func poke(ch chan struct{}) {
 	select {
-	case c.notify <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -238,7 +468,7 @@ func (c *Conn) next() (*packet, error) {
 			more := c.n > 0
 			c.mu.Unlock()
 			if more {
-				c.wake() // for another reader
+				poke(c.notify) // for another reader
 			}
 			return p, nil
 		}
@@ -267,9 +497,6 @@ func (c *Conn) popLocked() *packet {
 	return p
 }
 
-// free returns p to the server's pool.
-func (c *Conn) free(p *packet) { c.pool.Put(p) }
-
 func (c *Conn) opError(op string, to net.Addr, err error) error {
 	return &net.OpError{Op: op, Net: "udp", Source: c.LocalAddr(), Addr: to, Err: err}
 }
@@ -283,7 +510,7 @@ func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
 	}
 	n := copy(b, p.buf[:p.n])
 	src := c.peerForm(p.src)
-	c.free(p)
+	c.pool.Put(p)
 	return n, src, nil
 }
 
@@ -338,18 +565,30 @@ func (c *Conn) ReadMsgUDPAddrPort(b, oob []byte) (n, oobn, flags int, src netip.
 	if err != nil {
 		return 0, 0, 0, netip.AddrPort{}, c.opError("read", nil, err)
 	}
-	n = copy(b, p.buf[:p.n])
-	if n < p.n {
+	n, oobn, flags, src = c.take(p, [][]byte{b}, oob)
+	return n, oobn, flags, src, nil
+}
+
+// take copies p's payload across bufs and its control messages (see
+// Conn) into oob, and gives p back to the pool. It returns what a read
+// reports: the bytes copied and written, the flags (MSG_TRUNC if bufs
+// were too short, MSG_CTRUNC if oob was) and the sender.
+func (c *Conn) take(p *packet, bufs [][]byte, oob []byte) (n, oobn, flags int, src netip.AddrPort) {
+	rest := p.buf[:p.n]
+	for _, b := range bufs {
+		k := copy(b, rest)
+		rest, n = rest[k:], n+k
+	}
+	if len(rest) > 0 {
 		flags |= msgTrunc
 	}
 	var trunc bool
-	oobn, trunc = c.appendControl(oob[:0], p)
-	if trunc {
+	if oobn, trunc = c.appendControl(oob[:0], p); trunc {
 		flags |= msgCtrunc
 	}
 	src = c.peerForm(p.src)
-	c.free(p)
-	return n, oobn, flags, src, nil
+	c.pool.Put(p)
+	return n, oobn, flags, src
 }
 
 // ReadMsgUDP is ReadMsgUDPAddrPort with the sender as a *net.UDPAddr.
@@ -383,23 +622,9 @@ func (c *Conn) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
 	n := 0
 	for p != nil {
 		m := &ms[n]
-		m.N, m.Flags = 0, 0
-		rest := p.buf[:p.n]
-		for _, b := range m.Buffers {
-			k := copy(b, rest)
-			rest = rest[k:]
-			m.N += k
-		}
-		if len(rest) > 0 {
-			m.Flags |= msgTrunc
-		}
-		var trunc bool
-		m.NN, trunc = c.appendControl(m.OOB[:0], p)
-		if trunc {
-			m.Flags |= msgCtrunc
-		}
-		m.Addr = udpAddr(c.peerForm(p.src))
-		c.free(p)
+		var src netip.AddrPort
+		m.N, m.NN, m.Flags, src = c.take(p, m.Buffers, m.OOB)
+		m.Addr = udpAddr(src)
 		n++
 		if n == len(ms) {
 			break
@@ -433,16 +658,12 @@ func (c *Conn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if !ok || ua == nil {
 		return 0, c.opError("write", addr, syscall.EINVAL)
 	}
-	n, _, err := c.write(b, nil, ua.AddrPort())
-	return n, err
+	return c.WriteToUDP(b, ua)
 }
 
 // WriteToUDP is WriteTo for a *net.UDPAddr.
 func (c *Conn) WriteToUDP(b []byte, addr *net.UDPAddr) (int, error) {
-	if addr == nil {
-		return 0, c.opError("write", nil, syscall.EINVAL)
-	}
-	n, _, err := c.write(b, nil, addr.AddrPort())
+	n, _, err := c.WriteMsgUDP(b, nil, addr)
 	return n, err
 }
 
@@ -460,15 +681,11 @@ func (c *Conn) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (n, oobn int, err e
 	return c.write(b, oob, addr.AddrPort())
 }
 
-// write sends b to to through the kernel socket of to's family.
 func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	fail := func(err error) (int, int, error) {
 		return 0, 0, c.opError("write", net.UDPAddrFromAddrPort(to), err)
 	}
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed || c.sk.closed() {
+	if c.isClosed() || c.sk.closed() {
 		// A socket closed through the table sends nothing, though the
 		// server may not have ended its Conn yet.
 		return fail(net.ErrClosed)
@@ -514,18 +731,13 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 		return fail(syscall.EMSGSIZE)
 	}
 	to = netip.AddrPortFrom(dst, to.Port())
+	var err error
 	if len(oob) == 0 {
 		// A plain write, as a service without control messages (quic-go
 		// on a Conn) makes them: queued for the writer if it continues a
 		// run (see enqueue).
-		queued, err := c.enqueue(b, out, k, to)
-		if err != nil {
-			if oe, ok := err.(*net.OpError); ok {
-				err = oe.Err
-			}
-			return fail(err)
-		}
-		if queued {
+		var queued bool
+		if queued, err = c.enqueue(b, out, k, to); queued {
 			return len(b), 0, nil
 		}
 	} else {
@@ -534,7 +746,10 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 		// error is the caller's.
 		c.drain()
 	}
-	n, _, err := k.WriteMsgUDPAddrPort(b, out, to)
+	n := 0
+	if err == nil {
+		n, _, err = k.WriteMsgUDPAddrPort(b, out, to)
+	}
 	if err != nil {
 		if oe, ok := err.(*net.OpError); ok {
 			err = oe.Err // the kernel socket's address is not the Conn's
@@ -580,22 +795,18 @@ func (c *Conn) SetDeadline(t time.Time) error {
 }
 
 // SetReadDeadline sets the read deadline (see SetDeadline).
-func (c *Conn) SetReadDeadline(t time.Time) error {
-	if c.isClosed() {
-		return c.opError("set", nil, net.ErrClosed)
-	}
-	c.rdl.set(t)
-	return nil
-}
+func (c *Conn) SetReadDeadline(t time.Time) error { return c.setDeadline(&c.rdl, t) }
 
 // SetWriteDeadline sets the write deadline (see SetDeadline). A write
 // waits only while the Conn's send queue is full (see Conn), so the
 // deadline fails those and the writes started after it.
-func (c *Conn) SetWriteDeadline(t time.Time) error {
+func (c *Conn) SetWriteDeadline(t time.Time) error { return c.setDeadline(&c.wdl, t) }
+
+func (c *Conn) setDeadline(d *deadline, t time.Time) error {
 	if c.isClosed() {
 		return c.opError("set", nil, net.ErrClosed)
 	}
-	c.wdl.set(t)
+	d.set(t)
 	return nil
 }
 
@@ -648,24 +859,19 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// shut ends the Conn's reads and writes and frees its queue. It reports
-// whether the Conn was open.
-func (c *Conn) shut() bool {
+// shut ends the Conn's reads and writes and frees its queue.
+func (c *Conn) shut() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return false
+		return
 	}
 	c.closed = true
 	close(c.done)
 	c.closeQueue()
-	for ; c.n > 0; c.n-- {
-		c.pool.Put(c.q[c.head])
-		c.q[c.head] = nil
-		c.head = (c.head + 1) % len(c.q)
+	for c.n > 0 {
+		c.pool.Put(c.popLocked())
 	}
-	c.qbytes = 0
-	return true
 }
 
 // deadline is a read or write deadline: check says whether it passed, and

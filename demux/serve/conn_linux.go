@@ -129,45 +129,27 @@ func appendCmsg(b []byte, level, typ int32, data []byte) []byte {
 // does not grow: it returns how many bytes it wrote, and whether some
 // did not fit (the kernel's MSG_CTRUNC).
 func (c *Conn) appendControl(b []byte, p *packet) (int, bool) {
-	var pi4 syscall.Inet4Pktinfo
-	var pi6 syscall.Inet6Pktinfo
-	var tclass [4]byte
-	tos := [1]byte{p.tos}
-	type cm struct {
-		level, typ int32
-		data       []byte
-	}
-	var list [3]cm
-	k := 0
-	if p.dst.Is4() {
-		pi4.Ifindex = int32(p.ifindex)
-		pi4.Addr = p.dst.As4()
-		pi4.Spec_dst = pi4.Addr
-		if p.specDst.Is4() {
-			pi4.Spec_dst = p.specDst.As4()
+	fits := true
+	add := func(level, typ int32, data []byte) {
+		if fits = fits && len(b)+syscall.CmsgSpace(len(data)) <= cap(b); fits {
+			b = appendCmsg(b, level, typ, data)
 		}
-		list[k] = cm{syscall.IPPROTO_IP, syscall.IP_TOS, tos[:]}
-		list[k+1] = cm{syscall.IPPROTO_IP, syscall.IP_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi4)), syscall.SizeofInet4Pktinfo)}
-		k += 2
+	}
+	if p.dst.Is4() {
+		pi := syscall.Inet4Pktinfo{Ifindex: int32(p.ifindex), Addr: p.dst.As4(), Spec_dst: p.dst.As4()}
+		if p.specDst.Is4() {
+			pi.Spec_dst = p.specDst.As4()
+		}
+		add(syscall.IPPROTO_IP, syscall.IP_TOS, []byte{p.tos})
+		add(syscall.IPPROTO_IP, syscall.IP_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi)), syscall.SizeofInet4Pktinfo))
 	} else {
+		var tclass [4]byte
 		binary.NativeEndian.PutUint32(tclass[:], uint32(p.tos))
-		list[k] = cm{syscall.IPPROTO_IPV6, syscall.IPV6_TCLASS, tclass[:]}
-		k++
+		add(syscall.IPPROTO_IPV6, syscall.IPV6_TCLASS, tclass[:])
 	}
 	if c.v6 {
-		pi6.Addr = p.dst.As16()
-		pi6.Ifindex = uint32(p.ifindex)
-		list[k] = cm{syscall.IPPROTO_IPV6, syscall.IPV6_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi6)), syscall.SizeofInet6Pktinfo)}
-		k++
+		pi := syscall.Inet6Pktinfo{Addr: p.dst.As16(), Ifindex: uint32(p.ifindex)}
+		add(syscall.IPPROTO_IPV6, syscall.IPV6_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi)), syscall.SizeofInet6Pktinfo))
 	}
-	n := 0
-	for _, x := range list[:k] {
-		space := syscall.CmsgSpace(len(x.data))
-		if n+space > cap(b) {
-			return n, true
-		}
-		b = appendCmsg(b[:n], x.level, x.typ, x.data)
-		n = len(b)
-	}
-	return n, false
+	return len(b), !fits
 }

@@ -8,14 +8,12 @@ import (
 )
 
 // parseControl reads the IP_PKTINFO and IP_TOS (IPv6: IPV6_PKTINFO and
-// IPV6_TCLASS) and SO_RXQ_OVFL control messages in oob, in one walk over their headers. It reads the
-// packet info bytes itself rather than through ipv4.ControlMessage.Parse
-// (ipv6's), which the socket options and replies still use: Parse
-// allocates three objects per datagram (its list of messages, the
-// ControlMessage, which escapes, and the Dst slice): in a CPU profile of
-// the runner's loopback scenario, parsing with it took more of the
-// reader's time than the table's lookups. BenchmarkReceive reports the
-// allocations.
+// IPV6_TCLASS) and SO_RXQ_OVFL control messages in oob, in one walk over
+// their headers. It reads the packet info bytes itself rather than
+// through ipv4.ControlMessage.Parse (ipv6's), which allocates three
+// objects per datagram (its list of messages, the ControlMessage, which
+// escapes, and the Dst slice) and costs the reader more than the table's
+// lookups do. BenchmarkReceive reports the allocations.
 func parseControl(oob []byte, v6 bool) control {
 	var c control
 	for h, d, rest, ok := nextCmsg(oob); ok; h, d, rest, ok = nextCmsg(rest) {

@@ -1,15 +1,14 @@
 // Package serve serves a demux.Table from real kernel UDP sockets: it opens
 // one wildcard kernel socket per address family and port that the table
-// uses (or, with Options.PerAddress, one per address), reads datagrams from them in batches, asks the table which socket
-// receives each one, and hands it to a handler with that socket and its
-// value. Replies leave from the address the datagram was sent to.
+// uses (or, with Options.PerAddress, one per address), reads datagrams
+// from them in batches, asks the table which socket receives each one,
+// and hands it to a handler with that socket and its value. Replies leave
+// from the address the datagram was sent to.
 //
-// It is a package of its own because it needs golang.org/x/net (for
-// sendmmsg, the IP_PKTINFO / IPV6_PKTINFO socket options, and reads
-// outside Linux; on Linux it calls recvmmsg itself) and does I/O, which
-// the table and its packages must not: they are pure data
-// structures, usable in a user-space network stack that has no kernel
-// sockets at all.
+// It is a package of its own because it does I/O and needs
+// golang.org/x/net, which the table and its packages must not: they are
+// pure data structures, usable in a user-space network stack that has no
+// kernel sockets at all.
 //
 // # Ports
 //
@@ -54,11 +53,8 @@
 //
 // With Options.PerAddress the kernel sockets follow the addresses of the
 // table's sockets instead (Config.OnAddr tells the server of each bind
-// and close): one kernel socket per address in use on the port (with
-// Options.Readers, that many), the family's wildcard only while a table
-// socket is bound to it, each closed with the last table socket of its
-// address. The host's other programs then share the port as they would
-// with a program that binds those addresses itself: beside a socket on
+// and close; Options.PerAddress says which kernel sockets that opens and
+// what the host's other programs can then do): beside a socket on
 // 127.0.0.53 without SO_REUSEADDR, a table socket on 127.0.0.2 binds and
 // receives, and binds that Linux would refuse (127.0.0.53 itself, a
 // wildcard) fail with the kernel's EADDRINUSE and leave the table as it
@@ -79,9 +75,7 @@
 // in between, sent to that address after its last table socket closed,
 // is lost with it, where Linux would give it to a wildcard socket of the
 // table (without PerAddress only the port's last close has this window,
-// and no socket is left to receive). It is not the default: a service holding
-// thousands of addresses on one port would hold a kernel socket and a
-// reader per address, where the wildcard needs one per family.
+// and no socket is left to receive).
 //
 // Outside Linux the kernel sockets set no SO_REUSEADDR: the port must be
 // free.
@@ -112,28 +106,27 @@
 // A datagram that no socket receives is counted (Stats.Unmatched) and
 // dropped. Linux answers a unicast one with an ICMP port unreachable (and
 // counts it in UDP NoPorts); the server does so with
-// Options.PortUnreachable, from raw sockets (CAP_NET_RAW), rate-limited
-// as Linux's defaults limit it. For multicast and broadcast Linux sends
-// none (Stats.UnmatchedMulticast).
-// Datagrams that the kernel dropped because a kernel socket's receive
-// buffer was full are counted from SO_RXQ_OVFL (Stats.KernelDrops).
+// Options.PortUnreachable. For multicast and broadcast Linux sends none
+// (Stats.UnmatchedMulticast). Datagrams that the kernel dropped because a
+// kernel socket's receive buffer was full are counted in
+// Stats.KernelDrops.
 //
 // Handlers run on the reader goroutines, one per kernel socket, which
 // handle each batch in arrival order. Calls for one socket's datagrams
 // come one at a time, in arrival order, and its replies leave in that
-// order. A slow handler holds up only its own socket: a reader that
-// stays in one handler call for a unicast datagram for between 250 and
-// 500 µs (one watcher goroutine per server looks at the readers that are
-// handling a batch every 250 µs, and only while some are) hands the rest
-// of its batch and the kernel socket to a new reader goroutine, which
-// sets the slow socket's datagrams aside for the slow call's goroutine to
-// handle after it, and serves the other sockets meanwhile. So another
-// socket's datagram waits at most about half a millisecond, plus the
-// scheduling of the new reader, for a slow call on its port (the
-// runner's slow-handler scenario measures what it adds). Calls for different sockets of one
-// port and family may therefore run concurrently (before the hand-off,
-// all of them were serial): what is serial is the calls of one socket. At
-// most 32 calls of a kernel socket's are handed off at a time, each
+// order. A slow handler holds up only its own socket: one watcher
+// goroutine per server looks at the readers that are handling a batch
+// every quarter of a millisecond (and only while some are), and a reader
+// that it finds in the same handler call for a unicast datagram at two
+// looks in a row hands the rest of its batch and the kernel socket to a
+// new reader goroutine, which sets the slow socket's datagrams aside for
+// the slow call's goroutine to handle after it, and serves the other
+// sockets meanwhile. So another socket's datagram waits at most about
+// half a millisecond, plus the scheduling of the new reader, for a slow
+// call on its port (the runner's slow-handler scenario measures what it
+// adds). Calls for different sockets of one port and family may
+// therefore run concurrently: what is serial is the calls of one socket.
+// At most 32 calls of a kernel socket's are handed off at a time, each
 // holding a goroutine and a batch's buffers until it returns; past that,
 // and for a slow call for a multicast datagram, which is not handed off,
 // the port's reader waits for the call. Calls for different ports, or
@@ -141,11 +134,9 @@
 // close), since no lock is held while it runs.
 //
 // One reader per port and family uses one core at a time for that port.
-// Options.Readers opens more: the port's kernel sockets of a family then
-// form an SO_REUSEPORT group, each with its reader, and the kernel keeps
-// each flow (the datagram's source and destination addresses and ports)
-// on one of them, so a flow's datagrams are still handled in the order
-// they arrived, while different flows' are handled on several cores. What
+// Options.Readers opens more, an SO_REUSEPORT group that keeps each flow
+// on one reader: a flow's datagrams are still handled in the order they
+// arrived, while different flows' are handled on several cores. What
 // changes: one table socket's calls for datagrams of different flows may
 // run at once, on different readers, and the order between flows is not
 // kept. Multicast and broadcast datagrams, of which the kernel gives every
@@ -177,8 +168,8 @@
 // the close: those are counted in Stats.Unmatched, as Linux discards a
 // closed socket's queue. A Conn whose socket closed drops the datagrams
 // in its queue: its reads fail with net.ErrClosed. When a port goes out
-// of use, the datagrams its kernel sockets still hold are lost with them. Server.Stop handles every datagram
-// already read, and sends its replies.
+// of use, the datagrams its kernel sockets still hold are lost with them.
+// Server.Stop handles every datagram already read, and sends its replies.
 //
 // What a panic does: the panic of a caller's Config.OnPort that is told
 // of a new port closes the kernel sockets just opened for it and ends
@@ -191,33 +182,21 @@
 //
 // What a port costs: each port in use has one kernel socket and one
 // reader goroutine per family (two, or one with Options.IPv4Only), times
-// Options.Readers. The
-// readers' buffers are the server's, shared by all its ports: a reader
-// takes a batch (Options.Batch buffers of Options.MaxDatagram bytes for
-// reads and as many for replies, about 150 KiB with the defaults) when
-// its kernel socket becomes readable, and gives it back when a read
-// finds nothing more queued, so an idle port holds none. GOMAXPROCS
-// batches stay allocated once made; those that more readers busy at
-// once need are left to the garbage collector after their burst (a
-// sync.Pool). With the defaults, after one datagram each, an idle port
-// measured 3.1 KiB of heap, 6.0 KiB of goroutine stack, 2 file
-// descriptors and 2 goroutines among 9 000 ports, and 1.8 KiB, 4.0 KiB,
-// 1 and 1 with IPv4Only among 10 000 (go test -run TestPortCost -v
-// ./demux/serve -args -ports 9000, Go 1.26, linux/amd64), and the
-// runtime held 11.3 and 7.1 KiB per port of the system's memory; among
-// 200, 8.7 and 6.5 KiB of heap, which counts what the server allocates
-// once, such as the kept batches. By extrapolation, 100 000 idle ports
-// would take about 0.9 GiB of heap and stacks with both families (1.1
-// GiB held), and 0.6 GiB with IPv4Only (0.7 GiB held), the kernel's
-// memory for the sockets aside. Each reader is a goroutine parked in the
-// runtime's poller, whose stack (2 KiB or more, as deep as its handlers
-// went) is most of that; an epoll loop of the server's own for idle
-// sockets could replace them, at the price of re-arming the socket
-// (epoll_ctl), waking the loop and starting a goroutine whenever an idle
-// socket becomes readable. Handler calls allocate their Requests in
-// slabs of Options.Batch (148 bytes per call in BenchmarkReceive, whose
-// values are ints), and a slow call's hand-off takes a batch for the new
-// reader.
+// Options.Readers. The readers' buffers are the server's, shared by all
+// its ports: a reader takes a batch (Options.Batch buffers of
+// Options.MaxDatagram bytes for reads and as many for replies) when its
+// kernel socket becomes readable, and gives it back when a read finds
+// nothing more queued, so an idle port holds none. GOMAXPROCS batches
+// stay allocated once made; those that more readers busy at once need
+// are left to the garbage collector after their burst (a sync.Pool). So
+// an idle port costs mostly its readers' goroutine stacks (as deep as
+// their handlers went) and its kernel sockets; the benchmark runner's
+// port-cost scenario measures it (bench/RESULTS.md). An epoll loop of the
+// server's own for idle sockets could replace the parked readers, at the
+// price of re-arming the socket (epoll_ctl), waking the loop and
+// starting a goroutine whenever an idle socket becomes readable. Handler
+// calls allocate their Requests in slabs of Options.Batch, and a slow
+// call's hand-off takes a batch for the new reader.
 //
 // # Conns
 //

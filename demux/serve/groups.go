@@ -1,11 +1,16 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"syscall"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/net/ipv6"
 )
 
 // sockKey names the kernel sockets of one local address and port: the
@@ -103,7 +108,7 @@ func (s *Server[V]) release(port uint16, addr netip.Addr, v6Only bool) {
 		}
 	}
 	s.mu.Unlock()
-	s.nudgeWatcher() // a Conn's socket may have been the last of its address
+	poke(s.conns.nudge) // a Conn's socket may have been the last of its address
 }
 
 // acquireLocked takes a use of k's kernel sockets, opening them if k has
@@ -118,12 +123,9 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 	var ls []*listener[V]
 	for _, l := range s.draining[k] {
 		l.bmu.Lock()
-		switch {
-		case l.closeAfter:
+		if l.closeAfter || l.draining.Load() {
+			// Taken back: its reader reads on as before.
 			l.closeAfter = false
-			ls = append(ls, l)
-		case l.draining.Load():
-			// Its reader reads on as before.
 			l.draining.Store(false)
 			ls = append(ls, l)
 		}
@@ -159,6 +161,73 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 		l.goroutines++
 		s.wg.Add(1)
 		go l.run(nil)
+	}
+	return nil
+}
+
+// listen opens a kernel socket of key k: the first of its address, or
+// another reader's (Options.Readers) if more.
+func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
+	v6 := k.addr.Is6()
+	network, addr := "udp4", netip.AddrPortFrom(k.addr, k.port)
+	if v6 {
+		network = "udp6"
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = setSockopts(int(fd), v6, s.opts.ReadBuffer)
+			if serr == nil && s.opts.Readers > 1 {
+				serr = setReusePort(int(fd))
+			}
+			if serr == nil && s.opts.FreeBind && !k.addr.IsUnspecified() {
+				serr = setFreeBind(int(fd))
+			}
+		})
+		return errors.Join(err, serr)
+	}}
+	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
+	if err == nil {
+		l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+		l.more.Store(more)
+		if err = l.setup(v6); err == nil {
+			return l, nil
+		}
+		_ = l.conn.Close()
+	}
+	return nil, fmt.Errorf("kernel socket %v: %w", addr, err)
+}
+
+// setup claims the port for l's socket, just bound, steers flows among
+// its group's readers, and asks for each datagram's packet info.
+func (l *listener[V]) setup(v6 bool) error {
+	s := l.s
+	var err, serr error
+	if l.rc, err = l.conn.SyscallConn(); err != nil {
+		return err
+	}
+	if err = l.rc.Control(func(fd uintptr) {
+		serr = claimPort(int(fd))
+		if serr == nil && s.opts.Readers > 1 {
+			// A kernel that refuses the program spreads by its own hash,
+			// which still keeps each flow to one reader.
+			_ = steerFlows(int(fd), v6, s.opts.Readers)
+		}
+	}); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	if v6 {
+		l.p6 = ipv6.NewPacketConn(l.conn)
+		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
+	} else {
+		l.p4 = ipv4.NewPacketConn(l.conn)
+		err = l.p4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
+	}
+	if err != nil {
+		return fmt.Errorf("packet info: %w", err)
 	}
 	return nil
 }
@@ -218,6 +287,13 @@ func (s *Server[V]) releaseLocked(k sockKey) {
 	s.drainLocked(k, g.ls)
 }
 
+// shut closes l's socket, for good: its reader's next failed read is its
+// last.
+func (l *listener[V]) shut() {
+	l.closing.Store(true)
+	_ = l.conn.Close()
+}
+
 // drainLocked closes the kernel sockets ls, k's, whose readers are between
 // batches and leaves the others to close at their batch's end. It runs
 // under s.mu.
@@ -228,27 +304,103 @@ func (s *Server[V]) drainLocked(k sockKey, ls []*listener[V]) {
 			l.closeAfter = true
 			s.draining[k] = append(s.draining[k], l)
 		} else {
-			l.closing.Store(true)
-			_ = l.conn.Close()
+			l.shut()
 		}
 		l.bmu.Unlock()
 	}
 }
 
-// homesLocked returns the first kernel sockets of the keys through which a
-// table socket bound to addr with v6Only receives on port, nil for a
-// family without one. It runs under s.mu.
-func (s *Server[V]) homesLocked(port uint16, addr netip.Addr, v6Only bool) (l4, l6 *listener[V]) {
-	k4, k6 := s.keysOf(port, addr, v6Only)
-	// A family the socket does not receive has the zero Addr, which no
-	// group has.
-	if g := s.groups[k4]; g != nil {
-		l4 = g.ls[0]
+// begin marks a goroutine of l as handling a batch: a close of its port
+// waits for the batch's end. It takes l's lock, not the server's: a
+// reader holds a batch here, and the readers of many ports that woke at
+// once would each hold one while they queued on the server's lock.
+func (l *listener[V]) begin() {
+	l.bmu.Lock()
+	l.busy++
+	l.bmu.Unlock()
+}
+
+// end marks the end of a batch of l's, whose replies are sent, and closes
+// l's kernel socket if its port went out of use meanwhile and no other
+// batch of l's is in progress. It reports whether it closed it.
+//
+// With Options.PerAddress, when the caller is l's reader, it leaves the
+// socket open and sets l to drain instead: the reader reads what the
+// kernel queued on the socket meanwhile (datagrams sent to the address
+// after its last table socket closed, which a wildcard of the table may
+// receive) until the queue is empty, and then closes it (closeDrained).
+func (s *Server[V]) end(l *listener[V], reader bool) bool {
+	l.bmu.Lock()
+	l.busy--
+	if l.busy > 0 || !l.closeAfter {
+		l.bmu.Unlock()
+		return false
 	}
-	if g := s.groups[k6]; g != nil {
-		l6 = g.ls[0]
+	l.closeAfter = false
+	if reader && s.opts.PerAddress && drainsQueue {
+		l.draining.Store(true)
+		l.bmu.Unlock()
+		return false
 	}
-	return l4, l6
+	s.closeLocked(l)
+	return true
+}
+
+// closeDrained closes l's socket if l was set to drain (end) and has not
+// been taken back meanwhile, and reports whether it did. l's reader calls
+// it when a read fails: when the queue is empty, or the server stops.
+func (s *Server[V]) closeDrained(l *listener[V]) bool {
+	l.bmu.Lock()
+	if !l.draining.Load() {
+		l.bmu.Unlock()
+		return false
+	}
+	l.draining.Store(false)
+	s.closeLocked(l)
+	return true
+}
+
+// closeLocked closes l's socket. It runs under l.bmu, which it releases,
+// and then forgets l's address as draining when none of its kernel
+// sockets waits to close any more.
+func (s *Server[V]) closeLocked(l *listener[V]) {
+	l.shut()
+	l.bmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sockKey{l.port, l.addr}
+	if d := s.draining[k]; d != nil && !slices.ContainsFunc(d, (*listener[V]).waitsToClose) {
+		delete(s.draining, k)
+	}
+}
+
+// waitsToClose reports whether l closes when its batches end or, set to
+// drain, when its queue is read dry.
+func (l *listener[V]) waitsToClose() bool {
+	l.bmu.Lock()
+	defer l.bmu.Unlock()
+	return l.closeAfter || l.draining.Load()
+}
+
+// exit notes the end of a goroutine of l's; the last retires l, adding
+// its counts to the server's.
+func (s *Server[V]) exit(l *listener[V]) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.goroutines--; l.goroutines > 0 {
+		return
+	}
+	delete(s.readers, l)
+	l.c.addTo(&s.retired)
+}
+
+// firstLocked returns the first kernel socket of k, nil if k has none.
+// It runs under s.mu.
+func (s *Server[V]) firstLocked(k sockKey) *listener[V] {
+	if g := s.groups[k]; g != nil {
+		return g.ls[0]
+	}
+	return nil
 }
 
 // listenerFor returns the kernel socket of port that sends from, or joins
@@ -269,8 +421,8 @@ func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error)
 		}
 	}
 	for _, k := range []sockKey{{port, a}, {port, wild}} {
-		if g := s.groups[k]; g != nil {
-			return g.ls[0], nil
+		if l := s.firstLocked(k); l != nil {
+			return l, nil
 		}
 	}
 	// Sorted, so that the choice does not change from call to call.

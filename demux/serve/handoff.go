@@ -1,7 +1,7 @@
 package serve
 
 import (
-	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/udpdemux/udpdemux/demux"
@@ -23,10 +23,9 @@ import (
 // a time and in arrival order, and its replies in order, while other
 // sockets wait at most about two ticks for a slow call.
 //
-// The ticks are the watcher's own (watcher.go, ticker_linux.go) rather than
-// a runtime timer per reader: when every goroutine sleeps, as in a slow
-// handler that waits, the runtime's timers fire a millisecond late or
-// more, which would make the wait of the other sockets twice that.
+// The ticks are the watcher's own ticker's rather than a runtime timer
+// per reader, which fires late when every goroutine sleeps, as in a slow
+// handler that waits (see ticker).
 //
 // Calls for multicast datagrams are not handed off, since the table's
 // iteration over the receivers is in progress in the slow call's
@@ -89,10 +88,7 @@ func (l *listener[V]) deferTo(s *demux.Socket[V], b *batch[V], i int) bool {
 	if owner == nil {
 		return false
 	}
-	p := l.s.getPacket()
-	b.fill(p, i)
-	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
-	owner.deferred = append(owner.deferred, p)
+	owner.deferred = append(owner.deferred, b.copyOf(i))
 	return true
 }
 
@@ -129,20 +125,10 @@ func (b *batch[V]) handedOff() {
 			b.unmatched++
 		} else {
 			l.c.delivered.Add(1)
-			b.call(b.requestFrom(p, s))
+			b.call(b.request(p, s, s.Value()))
 		}
 		l.s.conns.pool.Put(p)
 	}
-}
-
-// requestFrom returns a new Request for p, a datagram set aside for s.
-func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
-	r := b.newRequest()
-	*r = Request[V]{
-		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
-		Multicast: p.mcast, Socket: s, Value: s.Value(), b: b,
-	}
-	return r
 }
 
 // takeRest copies the undelivered rest of b, whose goroutine is in a
@@ -150,9 +136,8 @@ func (b *batch[V]) requestFrom(p *packet, s *demux.Socket[V]) *Request[V] {
 func (h *batch[V]) takeRest(b *batch[V]) {
 	m, u, j := 0, 0, b.nextU
 	for k := b.next; k < b.n; k++ {
-		h.kind[m], h.addr[m], h.ext[m], h.src[m] = b.kind[k], b.addr[k], b.ext[k], b.src[k]
-		h.addr[m].Payload = nil
-		h.msgs[m].N = copy(h.msgs[m].Buffers[0], b.msgs[k].Buffers[0][:b.msgs[k].N])
+		h.kind[m] = b.kind[k]
+		b.pk[k].copyTo(h.pk[m])
 		if b.kind[k] == unicast {
 			h.out[u] = b.out[j]
 			u++
@@ -233,4 +218,103 @@ func (s *Server[V]) lookAt(l *listener[V]) {
 	l.goroutines++
 	s.wg.Add(1)
 	go l.run(h)
+}
+
+// watcher looks at the server's armed listeners every watchTick, from one
+// goroutine, and only while one is armed: an idle server's ticker is
+// stopped. A listener stays registered from its arm to the first tick
+// that finds it disarmed, so that a tick needs no lock of the reader's,
+// and a reader that arms batch after batch registers once.
+type watcher[V any] struct {
+	tk   *ticker
+	wake chan struct{} // a listener registered while the ticker was stopped
+	done chan struct{} // closed by close
+	// ls are the registered listeners, and on is set while the ticker
+	// runs; both under mu. A listener's registered flag is set while it
+	// is in ls.
+	mu sync.Mutex
+	ls []*listener[V]
+	on bool
+}
+
+func newWatcher[V any]() (*watcher[V], error) {
+	tk, err := newTicker()
+	if err != nil {
+		return nil, err
+	}
+	w := &watcher[V]{tk: tk, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.run()
+	return w, nil
+}
+
+// add registers l, which armed and found itself unregistered.
+func (w *watcher[V]) add(l *listener[V]) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if l.registered.Load() {
+		return // a tick kept it, seeing it armed
+	}
+	l.registered.Store(true)
+	w.ls = append(w.ls, l)
+	if !w.on {
+		w.on = true
+		w.tk.start(watchTick)
+		poke(w.wake)
+	}
+}
+
+// run ticks while listeners are registered, until close.
+func (w *watcher[V]) run() {
+	var looks []*listener[V]
+	for {
+		select {
+		case <-w.wake:
+		case <-w.done:
+			return
+		}
+		for {
+			if w.tk.wait() != nil {
+				return
+			}
+			looks = w.keep(looks[:0])
+			if len(looks) == 0 {
+				break
+			}
+			for i, l := range looks {
+				l.look()
+				looks[i] = nil
+			}
+		}
+	}
+}
+
+// keep drops the listeners that are no longer armed, appends the others
+// to looks and returns it; with none left, it stops the ticker.
+func (w *watcher[V]) keep(looks []*listener[V]) []*listener[V] {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	kept := w.ls[:0]
+	for _, l := range w.ls {
+		// Unregistered first, then armed asked: an arm in between either
+		// sees the flag still set, and then this load sees it armed, or
+		// sees it clear and registers again (add, which waits for mu).
+		l.registered.Store(false)
+		if l.armed.Load() {
+			l.registered.Store(true)
+			kept = append(kept, l)
+			looks = append(looks, l)
+		}
+	}
+	clear(w.ls[len(kept):])
+	w.ls = kept
+	if len(kept) == 0 {
+		w.on = false
+		w.tk.stop()
+	}
+	return looks
+}
+
+func (w *watcher[V]) close() {
+	close(w.done)
+	w.tk.close()
 }

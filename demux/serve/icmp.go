@@ -30,12 +30,19 @@ type icmpLimiter struct {
 	mu     sync.Mutex
 	tokens float64   // host-wide, up to icmpBurst
 	last   time.Time // of the host-wide refill
-	peers  map[netip.Addr]time.Duration
-	seen   map[netip.Addr]time.Time
+	peers  map[netip.Addr]icmpPeer
+}
+
+// icmpPeer is a peer's tokens as of its last error. They are time: they
+// grow with the time since then, up to a burst's worth, and each error
+// spends a period.
+type icmpPeer struct {
+	tokens time.Duration
+	seen   time.Time
 }
 
 func newICMPLimiter(now time.Time) *icmpLimiter {
-	return &icmpLimiter{tokens: icmpBurst, last: now, peers: map[netip.Addr]time.Duration{}, seen: map[netip.Addr]time.Time{}}
+	return &icmpLimiter{tokens: icmpBurst, last: now, peers: map[netip.Addr]icmpPeer{}}
 }
 
 // allow reports whether an error to peer may be sent at now, and takes
@@ -51,25 +58,26 @@ func (l *icmpLimiter) allow(peer netip.Addr, now time.Time) bool {
 		return false
 	}
 	if !peer.Unmap().IsLoopback() {
-		// A peer's tokens are time: they grow with the time since its
-		// last error, up to a burst's worth, and each error spends a
-		// period. A peer not seen yet has a full burst.
+		// A peer not seen yet has a full burst.
 		full := time.Duration(icmpPeerBurst) * icmpPeerPeriod
-		tok, ok := l.peers[peer]
+		p, ok := l.peers[peer]
 		if !ok {
-			tok = full
+			p.tokens = full
 			if len(l.peers) >= icmpPeersMax {
 				l.forget(now, full)
 			}
 		} else {
-			tok = min(full, tok+now.Sub(l.seen[peer]))
+			p.tokens = min(full, p.tokens+now.Sub(p.seen))
 		}
-		l.seen[peer] = now
-		if tok < icmpPeerPeriod {
-			l.peers[peer] = tok
+		p.seen = now
+		allowed := p.tokens >= icmpPeerPeriod
+		if allowed {
+			p.tokens -= icmpPeerPeriod
+		}
+		l.peers[peer] = p
+		if !allowed {
 			return false
 		}
-		l.peers[peer] = tok - icmpPeerPeriod
 	}
 	l.tokens--
 	return true
@@ -77,10 +85,9 @@ func (l *icmpLimiter) allow(peer netip.Addr, now time.Time) bool {
 
 // forget drops the peers whose tokens are full again at now.
 func (l *icmpLimiter) forget(now time.Time, full time.Duration) {
-	for p, tok := range l.peers {
-		if tok+now.Sub(l.seen[p]) >= full {
-			delete(l.peers, p)
-			delete(l.seen, p)
+	for a, p := range l.peers {
+		if p.tokens+now.Sub(p.seen) >= full {
+			delete(l.peers, a)
 		}
 	}
 }
@@ -153,19 +160,11 @@ func portUnreachable(buf []byte, src, dst netip.AddrPort, payload []byte) []byte
 // of its family; 0xffff for a sum of 0, as RFC 768 asks.
 func udpChecksum(seg []byte, src, dst netip.Addr, udpLen int) uint16 {
 	var pseudo uint32
-	add := func(b []byte) {
+	for _, a := range [2]netip.Addr{src.Unmap(), dst.Unmap()} {
+		b := a.AsSlice() // the family's form: 4 or 16 bytes
 		for i := 0; i+1 < len(b); i += 2 {
 			pseudo += uint32(binary.BigEndian.Uint16(b[i:]))
 		}
-	}
-	if src.Is4() || src.Is4In6() {
-		s, d := src.Unmap().As4(), dst.Unmap().As4()
-		add(s[:])
-		add(d[:])
-	} else {
-		s, d := src.As16(), dst.As16()
-		add(s[:])
-		add(d[:])
 	}
 	pseudo += 17 + uint32(udpLen)>>16 + uint32(udpLen)&0xffff
 	sum := checksum(seg, pseudo)

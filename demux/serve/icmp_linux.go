@@ -94,50 +94,24 @@ func (s *icmpSender) unreachable(src, dst netip.AddrPort, ifindex int, payload [
 	defer s.bufs.Put(bp)
 	msg := portUnreachable((*bp)[:0], src, dst, payload)
 	*bp = msg[:0]
+	// From dst's address; through the arrival interface only when an
+	// address is link-local and so needs one.
+	to, ctl := src.Addr().Unmap(), sendControl{src: dst.Addr()}
+	var sa syscall.Sockaddr
 	if v6 {
-		err = sendICMP6(fd, msg, src.Addr(), dst.Addr(), ifindex)
+		sa6 := &syscall.SockaddrInet6{Addr: to.As16()}
+		if to.IsLinkLocalUnicast() || ctl.src.IsLinkLocalUnicast() {
+			ctl.ifindex, sa6.ZoneId = ifindex, uint32(ifindex)
+		}
+		sa = sa6
 	} else {
-		err = sendICMP4(fd, msg, src.Addr().Unmap(), dst.Addr().Unmap())
+		sa = &syscall.SockaddrInet4{Addr: to.As4()}
 	}
+	oob, _ := ctl.marshal(nil, !v6)
+	err = syscall.Sendmsg(fd, msg, oob, sa, 0)
 	return err == nil, false, err
 }
 
-// sendICMP4 sends msg to to, from the local address from (IP_PKTINFO's
-// spec_dst), letting routing choose the interface.
-func sendICMP4(fd int, msg []byte, to, from netip.Addr) error {
-	var info syscall.Inet4Pktinfo
-	info.Spec_dst = from.As4()
-	oob := make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(info))))
-	h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-	h.Level, h.Type = syscall.IPPROTO_IP, syscall.IP_PKTINFO
-	h.SetLen(syscall.CmsgLen(int(unsafe.Sizeof(info))))
-	*(*syscall.Inet4Pktinfo)(unsafe.Pointer(&oob[syscall.CmsgLen(0)])) = info
-	sa := &syscall.SockaddrInet4{Addr: to.As4()}
-	return syscall.Sendmsg(fd, msg, oob, sa, 0)
-}
-
-// sendICMP6 sends msg to to, from the local address from (IPV6_PKTINFO),
-// through interface ifindex when either address needs one (link-local).
-func sendICMP6(fd int, msg []byte, to, from netip.Addr, ifindex int) error {
-	var info syscall.Inet6Pktinfo
-	info.Addr = from.As16()
-	scoped := to.IsLinkLocalUnicast() || from.IsLinkLocalUnicast()
-	if scoped {
-		info.Ifindex = uint32(ifindex)
-	}
-	oob := make([]byte, syscall.CmsgSpace(int(unsafe.Sizeof(info))))
-	h := (*syscall.Cmsghdr)(unsafe.Pointer(&oob[0]))
-	h.Level, h.Type = syscall.IPPROTO_IPV6, syscall.IPV6_PKTINFO
-	h.SetLen(syscall.CmsgLen(int(unsafe.Sizeof(info))))
-	*(*syscall.Inet6Pktinfo)(unsafe.Pointer(&oob[syscall.CmsgLen(0)])) = info
-	sa := &syscall.SockaddrInet6{Addr: to.As16()}
-	if scoped {
-		sa.ZoneId = uint32(ifindex)
-	}
-	return syscall.Sendmsg(fd, msg, oob, sa, 0)
-}
-
-// close closes the raw sockets.
 func (s *icmpSender) close() {
 	for _, fd := range []*int{&s.fd4, &s.fd6} {
 		if *fd >= 0 {

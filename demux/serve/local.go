@@ -3,16 +3,19 @@ package serve
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// hostAddrs answers Config.IsLocal from the host's interface addresses,
-// which it reads again when they may have changed: when its copy is
-// older than hostAddrsMaxAge, and on a miss (an address just added) when
-// it is older than hostAddrsMinAge, so that a stream of binds to foreign
-// addresses cannot make it read the interfaces more often than that.
+// hostAddrs answers Config.IsLocal, and outside Linux whether a
+// destination is a broadcast address, from the host's interface
+// addresses, which it reads again when they may have changed: when its
+// copy is older than hostAddrsMaxAge, and on a miss of IsLocal (an
+// address just added) when it is older than hostAddrsMinAge, so that a
+// stream of binds to foreign addresses cannot make it read the
+// interfaces more often than that.
 type hostAddrs struct {
 	mu  sync.Mutex // one reader of the interfaces at a time
 	cur atomic.Pointer[addrSet]
@@ -24,7 +27,8 @@ const (
 )
 
 // addrSet is what Linux's local routing table says of the host's
-// addresses, as far as a bind without IP_FREEBIND cares.
+// addresses, as far as a bind without IP_FREEBIND cares, and the
+// directed broadcast addresses of each interface.
 type addrSet struct {
 	read time.Time
 	// v4 are the IPv4 addresses of every interface, and the directed
@@ -39,19 +43,15 @@ type addrSet struct {
 	// only on their own interfaces.
 	v6     map[netip.Addr][]int
 	scoped map[netip.Addr]bool
+	// bcast are the directed broadcast addresses of each interface with
+	// IFF_BROADCAST, by index.
+	bcast map[int][]netip.Addr
 }
 
 // isLocal is Config.IsLocal for the host: addr (no zone, IPv4 unmapped)
 // on device (0: none).
 func (h *hostAddrs) isLocal(addr netip.Addr, device int) bool {
-	a := h.cur.Load()
-	if a == nil || time.Since(a.read) > hostAddrsMaxAge {
-		a = h.refresh(hostAddrsMaxAge)
-	}
-	if a.has(addr, device) {
-		return true
-	}
-	return h.refresh(hostAddrsMinAge).has(addr, device)
+	return h.refresh(hostAddrsMaxAge).has(addr, device) || h.refresh(hostAddrsMinAge).has(addr, device)
 }
 
 func (a *addrSet) has(addr netip.Addr, device int) bool {
@@ -75,17 +75,15 @@ func (a *addrSet) has(addr netip.Addr, device int) bool {
 	if device == 0 || !a.scoped[addr] {
 		return true
 	}
-	for _, d := range devs {
-		if d == device {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(devs, device)
 }
 
 // refresh reads the interfaces again unless the copy is younger than
 // age, and returns the copy.
 func (h *hostAddrs) refresh(age time.Duration) *addrSet {
+	if a := h.cur.Load(); a != nil && time.Since(a.read) <= age {
+		return a
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if a := h.cur.Load(); a != nil && time.Since(a.read) <= age {
@@ -100,7 +98,7 @@ func (h *hostAddrs) refresh(age time.Duration) *addrSet {
 // cannot be read has none: a bind to one of them fails with EADDRNOTAVAIL,
 // where Options.FreeBind is the way out.
 func readAddrs() *addrSet {
-	a := &addrSet{read: time.Now(), v4: map[netip.Addr]bool{}, v6: map[netip.Addr][]int{}, scoped: map[netip.Addr]bool{}}
+	a := &addrSet{read: time.Now(), v4: map[netip.Addr]bool{}, v6: map[netip.Addr][]int{}, scoped: map[netip.Addr]bool{}, bcast: map[int][]netip.Addr{}}
 	ifs, _ := net.Interfaces()
 	for _, ifi := range ifs {
 		addrs, _ := ifi.Addrs()
@@ -115,7 +113,7 @@ func readAddrs() *addrSet {
 				continue
 			}
 			ip = ip.Unmap()
-			ones, _ := ipn.Mask.Size()
+			ones, bits := ipn.Mask.Size()
 			if ip.Is4() {
 				a.v4[ip] = true
 				p := netip.PrefixFrom(ip, ones).Masked()
@@ -124,6 +122,9 @@ func readAddrs() *addrSet {
 					a.loop4 = append(a.loop4, p)
 				case up && ones < 31:
 					a.v4[lastAddr(p)] = true
+				}
+				if ifi.Flags&net.FlagBroadcast != 0 && bits == 32 && ones < 31 {
+					a.bcast[ifi.Index] = append(a.bcast[ifi.Index], lastAddr(p))
 				}
 				continue
 			}
@@ -143,4 +144,29 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	host := ^uint32(0) >> p.Bits()
 	u := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
 	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+}
+
+var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
+
+// isBroadcast reports whether the IPv4 address dst, which arrived on
+// ifindex with IP_PKTINFO's ipi_spec_dst specDst (the zero Addr if
+// unknown), is a broadcast address. On Linux the kernel's own routing
+// says so: ipi_spec_dst differs from the destination exactly when the
+// route to it was not a local unicast one.
+// That also holds for broadcast addresses of interfaces without
+// IFF_BROADCAST (127.255.255.255 on lo) and in the network namespace of
+// the kernel sockets, whichever namespace the reader's thread is in.
+// Elsewhere it falls back to the interfaces' directed broadcast
+// addresses.
+func (s *Server[V]) isBroadcast(dst netip.Addr, ifindex int, specDst netip.Addr) bool {
+	if f := s.opts.Broadcast; f != nil {
+		return f(dst, ifindex)
+	}
+	if dst == limitedBroadcast {
+		return true
+	}
+	if specDst.IsValid() {
+		return specDst != dst
+	}
+	return slices.Contains(s.local.refresh(hostAddrsMaxAge).bcast[ifindex], dst)
 }

@@ -91,7 +91,8 @@ func benchReceive(b *testing.B, queued int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			bt.handle(n)
+			bt.lookUp(n)
+			bt.deliverRest()
 		}
 		done += q
 	}

@@ -12,8 +12,8 @@ import (
 
 // receiver reads batches with recvmmsg itself rather than through x/net's
 // ReadBatch, which allocates each datagram's sender as a *net.UDPAddr
-// and its IP (two objects per datagram, whose only use here was to be
-// turned into a netip.AddrPort). Its headers, vectors and address buffers
+// and its IP, only for the reader to turn it into a netip.AddrPort. Its
+// headers, vectors and address buffers
 // are allocated once, for the batch's slots, and go with the batch from
 // one kernel socket's reader to another's.
 type receiver struct {
@@ -55,9 +55,8 @@ func (r *receiver) prepare(ms []ipv4.Message) {
 // does not see: a read that never blocks need not give up the reader's P.
 // With a full queue, a read of a whole batch lasts long enough that the
 // runtime would hand the P to another thread during each one and take it
-// back after, work that with two busy readers took a good part of the
-// second core in the runner's loopback scenario. The price: a garbage
-// collection's stop waits for a read in progress to end.
+// back after, which costs busy readers much of a core. The price: a
+// garbage collection's stop waits for a read in progress to end.
 func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
 	for {
 		r1, _, e := syscall.RawSyscall6(syscall.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(want), syscall.MSG_DONTWAIT, 0, 0)
@@ -68,12 +67,12 @@ func (r *receiver) recvmmsg(fd uintptr, want int) (int, syscall.Errno) {
 }
 
 // finish sets the N, NN and Flags of the first n of ms, which a read
-// filled, and each sender in src.
-func (r *receiver) finish(ms []ipv4.Message, src []netip.AddrPort, n int) {
+// filled, and the sender of each of their packets pk.
+func (r *receiver) finish(ms []ipv4.Message, pk []*packet, n int) {
 	for i := range n {
 		h := &r.hdrs[i]
 		ms[i].N, ms[i].NN, ms[i].Flags = int(h.n), int(h.hdr.Controllen), int(h.hdr.Flags)
-		src[i] = sockaddrAddrPort(&r.names[i])
+		pk[i].src = sockaddrAddrPort(&r.names[i])
 	}
 }
 
@@ -85,6 +84,9 @@ func (r *receiver) finish(ms []ipv4.Message, src []netip.AddrPort, n int) {
 // is readable, and gives it back when the socket has nothing more.
 func (l *listener[V]) readBatch() (*batch[V], int, error) {
 	l.got, l.errno = 0, 0
+	if l.readFn == nil {
+		l.readFn = l.tryRead // once: one made per read would escape to the heap
+	}
 	if err := l.rc.Read(l.readFn); err != nil {
 		return nil, 0, err
 	}
@@ -92,7 +94,7 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 	if l.errno != 0 {
 		return b, 0, os.NewSyscallError("recvmmsg", l.errno)
 	}
-	b.rx.finish(b.msgs, b.src, l.got)
+	b.rx.finish(b.msgs, b.pk, l.got)
 	l.window = min(max(2*l.got, minWindow), len(b.msgs))
 	return b, l.got, nil
 }
@@ -101,15 +103,10 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 // the socket closes (Server.end).
 const drainsQueue = true
 
-// initReader makes l's callback for rc.Read, once: one made per read
-// would escape to the heap.
-func (l *listener[V]) initReader() { l.readFn = l.tryRead }
-
 // tryRead is readBatch's call of rc.Read: it reads into the reader's
 // batch, taking one if it has none, and reports false when nothing is
 // queued, so that rc.Read waits for the socket to become readable; the
-// batch goes back to the pool meanwhile. readBatch calls it as l.readFn
-// (initReader).
+// batch goes back to the pool meanwhile.
 func (l *listener[V]) tryRead(fd uintptr) bool {
 	b := l.cur
 	if b == nil {

@@ -13,9 +13,6 @@ type receiver struct{}
 
 func newReceiver(int) *receiver { return &receiver{} }
 
-// initReader has nothing to make: ReadBatch reads without a callback.
-func (l *listener[V]) initReader() {}
-
 // readBatch reads the next batch into the reader's batch, which it takes
 // from the pool if it has none, and returns it with the number of
 // datagrams read. Outside Linux the reader keeps its batch while it
@@ -37,9 +34,9 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 		return b, 0, err
 	}
 	for i := range n {
-		b.src[i] = netip.AddrPort{}
+		b.pk[i].src = netip.AddrPort{}
 		if ua, ok := ms[i].Addr.(*net.UDPAddr); ok {
-			b.src[i] = ua.AddrPort()
+			b.pk[i].src = ua.AddrPort()
 		}
 	}
 	l.window = min(max(2*n, minWindow), len(b.msgs))

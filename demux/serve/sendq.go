@@ -67,9 +67,9 @@ func (q *sendQueue) init() {
 // queues nothing, when the caller should send b itself: when nothing is
 // queued or being sent, and b does not follow a datagram of its length
 // to the same peer. Only such runs gain from the queue (the writer sends
-// them as one segmented message; batching alone gains nothing
-// measurable), and a lone datagram, a request's answer, is sent sooner
-// by its writer than through a goroutine woken for it.
+// them as one segmented message; batching alone does not pay for the
+// hand-off), and a lone datagram, a request's answer, is sent sooner by
+// its writer than through a goroutine woken for it.
 //
 // It waits while the queue is full, as a write on a kernel socket with
 // a full send buffer does, until the writer frees room, the write
@@ -110,10 +110,7 @@ func (c *Conn) enqueue(b []byte, ctl []byte, k *net.UDPConn, to netip.AddrPort) 
 			if start {
 				go c.writer()
 			} else if kick {
-				select {
-				case q.wake <- struct{}{}:
-				default:
-				}
+				poke(q.wake)
 			}
 			return true, nil
 		}
@@ -185,10 +182,7 @@ func (c *Conn) closeQueue() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	poke(q.wake)
 }
 
 // drain waits until the writer has sent what is queued now, or the

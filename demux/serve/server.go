@@ -3,6 +3,7 @@ package serve
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"runtime"
@@ -44,7 +45,8 @@ type Options struct {
 	// ifindex is a broadcast address. nil means 255.255.255.255 and, on
 	// Linux, every destination the kernel routed as a broadcast (from
 	// IP_PKTINFO); elsewhere, the directed broadcast addresses of the
-	// arrival interface, as read from the system at most once a second.
+	// arrival interface, as the server last read them from the system,
+	// at most a second before.
 	Broadcast func(dst netip.Addr, ifindex int) bool
 	// PortUnreachable answers a unicast datagram that no socket receives
 	// with an ICMP (ICMPv6) port unreachable, as Linux does, so that the
@@ -113,7 +115,6 @@ type Server[V any] struct {
 	t     *demux.Table[V]
 	h     Handler[V]
 	opts  Options
-	bcast broadcastCache
 	local hostAddrs
 
 	mu sync.Mutex
@@ -218,98 +219,6 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 // Table returns the served table. Bind on it to receive datagrams.
 func (s *Server[V]) Table() *demux.Table[V] { return s.t }
 
-// begin marks a goroutine of l as handling a batch: a close of its port
-// waits for the batch's end. It takes l's lock, not the server's: a
-// reader holds a batch here, and when the readers of many ports woke at
-// once and queued on the server's lock, each held one (with one datagram
-// to each of TestPortCost's 10 000 ports, from 500 to 5 000 batches were
-// in use at once, against 3 to about 250 with l's lock).
-func (l *listener[V]) begin() {
-	l.bmu.Lock()
-	l.busy++
-	l.bmu.Unlock()
-}
-
-// end marks the end of a batch of l's, whose replies are sent, and closes
-// l's kernel socket if its port went out of use meanwhile and no other
-// batch of l's is in progress. It reports whether it closed it.
-//
-// With Options.PerAddress, when the caller is l's reader, it leaves the
-// socket open and sets l to drain instead: the reader reads what the
-// kernel queued on the socket meanwhile (datagrams sent to the address
-// after its last table socket closed, which a wildcard of the table may
-// receive) until the queue is empty, and then closes it (closeDrained).
-func (s *Server[V]) end(l *listener[V], reader bool) bool {
-	l.bmu.Lock()
-	l.busy--
-	if l.busy > 0 || !l.closeAfter {
-		l.bmu.Unlock()
-		return false
-	}
-	l.closeAfter = false
-	if reader && s.opts.PerAddress && drainsQueue {
-		l.draining.Store(true)
-		l.bmu.Unlock()
-		return false
-	}
-	l.closing.Store(true)
-	_ = l.conn.Close()
-	l.bmu.Unlock()
-	s.forgetDrained(l)
-	return true
-}
-
-// closeDrained closes l's socket if l was set to drain (end) and has not
-// been taken back meanwhile, and reports whether it did. l's reader calls
-// it when a read fails: when the queue is empty, or the server stops.
-func (s *Server[V]) closeDrained(l *listener[V]) bool {
-	l.bmu.Lock()
-	if !l.draining.Load() {
-		l.bmu.Unlock()
-		return false
-	}
-	l.draining.Store(false)
-	l.closing.Store(true)
-	_ = l.conn.Close()
-	l.bmu.Unlock()
-	s.forgetDrained(l)
-	return true
-}
-
-// forgetDrained forgets the address of l, which closed, as draining when
-// none of its kernel sockets waits to close any more.
-func (s *Server[V]) forgetDrained(l *listener[V]) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := sockKey{l.port, l.addr}
-	if d := s.draining[k]; d != nil && !slices.ContainsFunc(d, (*listener[V]).waitsToClose) {
-		delete(s.draining, k)
-	}
-}
-
-// waitsToClose reports whether l, if not nil, closes when its batches
-// end or, set to drain, when its queue is read dry.
-func (l *listener[V]) waitsToClose() bool {
-	if l == nil {
-		return false
-	}
-	l.bmu.Lock()
-	defer l.bmu.Unlock()
-	return l.closeAfter || l.draining.Load()
-}
-
-// exit notes the end of a goroutine of l's; the last retires l, adding
-// its counts to the server's.
-func (s *Server[V]) exit(l *listener[V]) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l.goroutines--; l.goroutines > 0 {
-		return
-	}
-	delete(s.readers, l)
-	l.c.addTo(&s.retired)
-}
-
 // Stop stops serving: every reader finishes the batch it is handling
 // (handlers are called and replies sent for every datagram already read),
 // then the kernel sockets are closed. Every Conn is ended: its reads and
@@ -326,10 +235,7 @@ func (s *Server[V]) Stop() error {
 		return nil
 	}
 	s.stopped = true
-	var ls []*listener[V]
-	for l := range s.readers {
-		ls = append(ls, l)
-	}
+	ls := slices.Collect(maps.Keys(s.readers))
 	s.mu.Unlock()
 	for _, l := range ls {
 		l.stopping.Store(true)
@@ -344,8 +250,9 @@ func (s *Server[V]) Stop() error {
 	// Only now, so that no reader finds a socket of a Conn that the
 	// server forgot, and hands its datagram to the handler.
 	s.conns.mu.Lock()
-	s.shutConns()
+	s.shutConns(true)
 	s.conns.mu.Unlock()
+	poke(s.conns.nudge) // the Conns' watcher ends
 	s.conns.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -462,6 +369,7 @@ func (s *Server[V]) WriteTo(b []byte, from netip.AddrPort, to netip.AddrPort, if
 	if err != nil {
 		return err
 	}
-	_, err = l.writeTo(b, from.Addr(), to, ifindex)
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
+	_, _, err = l.conn.WriteMsgUDPAddrPort(b, l.replyControl(from.Addr(), ifindex), to)
 	return err
 }

@@ -24,13 +24,11 @@ func newTicker() (*ticker, error) {
 	return &ticker{f: os.NewFile(uintptr(fd), "timerfd"), fd: fd}, nil
 }
 
-// start makes t tick every period from now on.
 func (t *ticker) start(period time.Duration) {
 	ts := unix.NsecToTimespec(period.Nanoseconds())
 	_ = unix.TimerfdSettime(t.fd, 0, &unix.ItimerSpec{Interval: ts, Value: ts}, nil)
 }
 
-// stop stops t's ticks.
 func (t *ticker) stop() { _ = unix.TimerfdSettime(t.fd, 0, &unix.ItimerSpec{}, nil) }
 
 // wait waits for the next tick; it fails once t is closed.

@@ -22,10 +22,8 @@ func newTicker() (*ticker, error) {
 	return &ticker{t: t, done: make(chan struct{})}, nil
 }
 
-// start makes t tick every period from now on.
 func (t *ticker) start(period time.Duration) { t.t.Reset(period) }
 
-// stop stops t's ticks.
 func (t *ticker) stop() { t.t.Stop() }
 
 // wait waits for the next tick; it fails once t is closed.

@@ -25,29 +25,21 @@ import (
 	"syscall"
 )
 
-// Options describes a socket to bind, with the meaning of Options.
-// The model keeps its own type so that it imports nothing of the table it
-// judges. The fields are Options' own, in its order, so that a
-// test converts one to the other (model.Options(o)): a field added to
-// Options then stops that conversion compiling until the model
-// learns it too.
+// Options describes a socket to bind. Its fields are demux.Options',
+// with their meaning and in their order, so that a test converts one to
+// the other (model.Options(o)) and a field added to demux.Options stops
+// that conversion compiling until the model learns it too. It is a type
+// of the model's own because the model imports nothing of the table it
+// judges. Port 0 asks for bind(0) (see Model.Bind), and V6Only is the
+// flag as asked for (Socket.V6Only is the effective one).
 type Options struct {
-	// Addr is the local address: a wildcard, a specific IPv4 or IPv6
-	// address, or a v4-mapped one (an IPv6 socket). A zone on a
-	// link-local address names the interface, as Device does.
-	Addr netip.Addr
-	// Port is the local port; 0 asks for bind(0) (see Model.Bind).
-	Port uint16
-	// ReuseAddr is SO_REUSEADDR.
+	Addr      netip.Addr
+	Port      uint16
 	ReuseAddr bool
-	// ReusePort is SO_REUSEPORT, shared by sockets of the same Owner.
 	ReusePort bool
-	// Owner stands for the uid that owns the socket, for ReusePort.
-	Owner uint32
-	// Device is SO_BINDTODEVICE: an interface index, 0 for none.
-	Device int
-	// V6Only is IPV6_V6ONLY as asked for.
-	V6Only bool
+	Owner     uint32
+	Device    int
+	V6Only    bool
 }
 
 // Config configures a Model.

@@ -1,23 +1,25 @@
-package demuxtest
+package demux_test
 
 import (
 	"net/netip"
 
 	"github.com/udpdemux/udpdemux/demux"
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
 )
 
-// A Case is a fixed sequence that the random generator reaches rarely or
-// once missed; each runs on every configuration.
-type Case struct {
+// A diffCase is a fixed sequence that the random generator reaches
+// rarely or once missed; each runs on every configuration.
+type diffCase struct {
 	// Name names the case's subtest.
 	Name string
 	// Ops is the sequence, run from an empty table and model.
-	Ops []Op
+	Ops []demuxtest.Op
 }
 
-// Cases are the fixed sequences, written with the constructors below:
-// sockets are named by the index of the op that bound them, as in Op.
-var Cases = []Case{
+// diffCases are the fixed sequences of TestDifferentialCases, written
+// with the constructors below: sockets are named by the index of the op
+// that bound them, as in demuxtest.Op.
+var diffCases = []diffCase{
 	{
 		// Two dual-stack sockets on one port hold the IPv4 placeholder
 		// 127.0.0.6: the older bound to device 2 (+4), the newer once
@@ -26,7 +28,7 @@ var Cases = []Case{
 		// tie, so the newer socket receives the datagram (checked on
 		// Linux 6.18).
 		Name: "placeholder fallback: remembered IPv4 peer scores",
-		Ops: []Op{
+		Ops: []demuxtest.Op{
 			bind("[::]:7000", demux.Options{ReuseAddr: true, Device: 2}),
 			bind("[::]:7000", demux.Options{ReuseAddr: true}),
 			connect(0, "[::2]:9000", "::1"),
@@ -45,7 +47,7 @@ var Cases = []Case{
 		// connect with an address is the first for the 4-tuple
 		// precedence (all checked on Linux 6.18).
 		Name: "connect without a source keeps the wildcard",
-		Ops: []Op{
+		Ops: []demuxtest.Op{
 			bind("0.0.0.0:7100", demux.Options{ReuseAddr: true}),
 			bind("0.0.0.0:7100", demux.Options{ReuseAddr: true}),
 			connect(1, "10.0.0.2:6000", "0.0.0.0"),
@@ -73,7 +75,7 @@ var Cases = []Case{
 		// its place and first 4-tuple, the device is unbound; SetDevice
 		// keeps the place; ReusePort sockets change group.
 		Name: "disconnect and set device",
-		Ops: []Op{
+		Ops: []demuxtest.Op{
 			bind("0.0.0.0:7200", demux.Options{ReuseAddr: true}),
 			bind("0.0.0.0:7200", demux.Options{ReuseAddr: true}),
 			connect(0, "127.0.0.1:6000", "127.0.0.1"),
@@ -115,31 +117,33 @@ var Cases = []Case{
 
 // bind binds a socket to addrPort with the options o (their Addr and Port
 // are set from addrPort).
-func bind(addrPort string, o demux.Options) Op {
+func bind(addrPort string, o demux.Options) demuxtest.Op {
 	ap := netip.MustParseAddrPort(addrPort)
 	o.Addr, o.Port = ap.Addr(), ap.Port()
-	return Op{Kind: Bind, Opts: o}
+	return demuxtest.Op{Kind: demuxtest.Bind, Opts: o}
 }
 
 // connect connects the socket of op ref to remote, with local as the
 // source address routing chose ("" for none).
-func connect(ref int, remote, local string) Op {
-	o := Op{Kind: Connect, Ref: ref, Remote: netip.MustParseAddrPort(remote)}
+func connect(ref int, remote, local string) demuxtest.Op {
+	o := demuxtest.Op{Kind: demuxtest.Connect, Ref: ref, Remote: netip.MustParseAddrPort(remote)}
 	if local != "" {
-		o.Local = addr(local)
+		o.Local = netip.MustParseAddr(local)
 	}
 	return o
 }
 
 // lookup looks up a datagram from src to dst that arrived on interface
 // ifindex.
-func lookup(src, dst string, ifindex int) Op {
-	return Op{Kind: Lookup, Src: netip.MustParseAddrPort(src), Dst: netip.MustParseAddrPort(dst), Ifindex: ifindex}
+func lookup(src, dst string, ifindex int) demuxtest.Op {
+	return demuxtest.Op{Kind: demuxtest.Lookup, Src: netip.MustParseAddrPort(src), Dst: netip.MustParseAddrPort(dst), Ifindex: ifindex}
 }
 
-func disconnect(ref int) Op { return Op{Kind: Disconnect, Ref: ref} }
+func disconnect(ref int) demuxtest.Op { return demuxtest.Op{Kind: demuxtest.Disconnect, Ref: ref} }
 
-func closeSock(ref int) Op { return Op{Kind: Close, Ref: ref} }
+func closeSock(ref int) demuxtest.Op { return demuxtest.Op{Kind: demuxtest.Close, Ref: ref} }
 
 // setDevice binds the socket of op ref to interface ifindex.
-func setDevice(ref, ifindex int) Op { return Op{Kind: SetDevice, Ref: ref, Ifindex: ifindex} }
+func setDevice(ref, ifindex int) demuxtest.Op {
+	return demuxtest.Op{Kind: demuxtest.SetDevice, Ref: ref, Ifindex: ifindex}
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
@@ -70,22 +71,175 @@ func (r *Request[V]) Reply(p []byte) error {
 	return nil
 }
 
+// listener is one kernel socket, bound to a port and to the wildcard
+// address of its family or (Options.PerAddress) an address of the
+// table's sockets, and the reader goroutine that serves it.
+type listener[V any] struct {
+	s    *Server[V]
+	port uint16
+	addr netip.Addr // its key's address (sockKey)
+	// more is set on a reader other than its address's first
+	// (Options.Readers): it drops its copies of multicast and broadcast
+	// datagrams, which the first delivers. It is cleared when the first
+	// closed and the address, taken back while draining, keeps this one.
+	more atomic.Bool
+	conn *net.UDPConn
+	p4   *ipv4.PacketConn // one of p4 and p6 is set
+	p6   *ipv6.PacketConn
+	// closing is set when the port went out of use, stopping when the
+	// server stops: either makes a failed read the reader's last.
+	closing, stopping atomic.Bool
+	// busy counts the goroutines handling a batch of l's and closeAfter
+	// is set when its port went out of use meanwhile, both under bmu
+	// (taken after s.mu when both are); goroutines counts its reader and
+	// the goroutines of handed-off calls (handoff.go), under s.mu.
+	bmu        sync.Mutex
+	busy       int
+	closeAfter bool
+	// draining is set when the reader is to read the socket's queue dry
+	// and then close it (Server.end); it changes under bmu, and the
+	// reader's reads, which do not take bmu, load it.
+	draining   atomic.Bool
+	goroutines int
+	// rc reads the socket; readFn is the reader's callback for it
+	// (tryRead), made once. cur is the batch that l's reader holds, nil
+	// while it has none; window is how many of its messages the next read
+	// offers the kernel (see minWindow); got and errno are what tryRead
+	// read. All five are the reader's.
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool
+	cur    *batch[V]
+	window int
+	got    int
+	errno  syscall.Errno
+	// active is the batch of l's reader, nil while it has none; armed is
+	// set while the watcher should look at it (handoff.go), registered
+	// while the watcher holds it, and looking keeps two
+	// looks from overlapping.
+	active     atomic.Pointer[batch[V]]
+	armed      atomic.Bool
+	registered atomic.Bool
+	looking    sync.Mutex
+	// stuck are the sockets whose handler calls were handed off, with
+	// the batch of each call's goroutine; nstuck is len(stuck), read
+	// without mu. Both under mu.
+	mu     sync.Mutex
+	stuck  map[*demux.Socket[V]]*batch[V]
+	nstuck atomic.Int32
+	c      counters
+}
+
+// counters are a listener's counts, written by its reader.
+type counters struct {
+	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
+	replies, replyErrors, readErrors, unhandled               atomic.Uint64
+	icmpSent, icmpLimited, icmpErrors                         atomic.Uint64
+	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
+	// copies counts the multicast and broadcast datagrams that a reader
+	// other than its family's first dropped (Options.Readers): its
+	// tests read it, to see that the kernel copies them to each socket.
+	copies atomic.Uint64
+}
+
+func (c *counters) addTo(st *Stats) {
+	st.Received += c.received.Load()
+	st.Delivered += c.delivered.Load()
+	st.Unmatched += c.unmatched.Load()
+	st.UnmatchedMulticast += c.unmatchedMulti.Load()
+	st.Truncated += c.truncated.Load()
+	st.Replies += c.replies.Load()
+	st.ReplyErrors += c.replyErrors.Load()
+	st.ReadErrors += c.readErrors.Load()
+	st.Unhandled += c.unhandled.Load()
+	st.ICMPSent += c.icmpSent.Load()
+	st.ICMPLimited += c.icmpLimited.Load()
+	st.ICMPErrors += c.icmpErrors.Load()
+	st.KernelDrops += uint64(c.kernelDrops.Load())
+}
+
+func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
+	if l.p6 != nil {
+		return l.p6.WriteBatch(ms, 0)
+	}
+	return l.p4.WriteBatch(ms, 0)
+}
+
+// replyControl returns the control message that makes a datagram leave
+// from src (unless it is the zero Addr or of the other family) and, if
+// ifindex is not 0, out of that interface.
+func (l *listener[V]) replyControl(src netip.Addr, ifindex int) []byte {
+	v4 := l.p6 == nil
+	if src = src.Unmap(); src.Is4() != v4 {
+		src = netip.Addr{}
+	}
+	oob, _ := (&sendControl{src: src, ifindex: ifindex}).marshal(nil, v4)
+	return oob
+}
+
+// run delivers b, a batch taken over from a reader whose call was handed
+// off, if not nil, then reads and handles batches until the socket
+// closes, the server stops or a call is handed off. The listener's last
+// goroutine retires it.
+func (l *listener[V]) run(b *batch[V]) {
+	defer l.s.wg.Done()
+	defer l.s.exit(l)
+	if l.cur = b; b == nil {
+		b = l.next()
+	}
+	for b != nil {
+		l.arm()
+		handed := b.deliverRest()
+		if !handed {
+			l.disarm() // a handed-off batch's timer is its helper's
+		}
+		if l.s.end(l, !handed) || handed {
+			if handed {
+				l.s.putBatch(b) // l.cur is the helper's
+			} else {
+				l.release()
+			}
+			return
+		}
+		b = l.next()
+	}
+}
+
+// next reads the next batch and looks it up; nil when the reader is to
+// end.
+func (l *listener[V]) next() *batch[V] {
+	for {
+		b, n, err := l.readBatch()
+		if err == nil {
+			l.begin()
+			b.lookUp(n)
+			return b
+		}
+		l.release()
+		if l.s.closeDrained(l) || l.closing.Load() || l.stopping.Load() || errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		// EAGAIN: read dry while draining, then taken back.
+		if !errors.Is(err, syscall.EAGAIN) {
+			l.c.readErrors.Add(1)
+			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
+		}
+	}
+}
+
 // batch holds the buffers of one batch of datagrams. A reader takes one
 // from the server's pool when its kernel socket has datagrams and gives
 // it back when the socket has no more (getBatch, putBatch).
 type batch[V any] struct {
 	l    *listener[V] // the kernel socket the batch is read from
 	msgs []ipv4.Message
-	ds   []datagram // the unicast datagrams of msgs, in order
+	ds   []demux.Datagram // the unicast datagrams of msgs, in order
 	out  []*demux.Socket[V]
 	kind []kind
-	addr []datagram // addressing of msgs[i], with its payload
-	ext  []extra    // what else a Conn gets of msgs[i]
-	// pk[i] is the buffer msgs[i] reads into; a Conn takes it with the
-	// datagram, and the slot gets a fresh one.
-	pk  []*packet
-	rx  *receiver
-	src []netip.AddrPort // senders of msgs[i]
+	// pk[i] is msgs[i]'s datagram: the buffer it is read into, and then
+	// its sender, addressing and payload's length. A Conn takes it
+	// whole, and the slot gets a fresh one.
+	pk []*packet
+	rx *receiver
 
 	// reqs is the unused rest of a slab of Requests, one per handler
 	// call: a Request is never reused, so that one kept past its call
@@ -98,9 +252,10 @@ type batch[V any] struct {
 	// starts, so that its reply never leaves uncounted, even when a
 	// hand-off sends it early), and datagrams no socket took.
 	delivered, unhandled, unmatched, unmatchedMulti uint64
-	cur                                             int    // the message LookupMulticast's callback delivers
-	setAside                                        uint64 // multicast deliveries deferred to a handed-off call (deferTo)
-	elsewhere                                       uint64 // multicast receivers another kernel socket delivers to (PerAddress)
+	// cur is the message that LookupMulticast's callback delivers, and
+	// matched is set when it finds an open receiver.
+	cur     int
+	matched bool
 
 	// The delivery cursor: the next message to deliver, the next of the
 	// unicast lookups, and the batch's size. A helper that takes the
@@ -125,12 +280,6 @@ type batch[V any] struct {
 	nreply  int
 }
 
-// extra is what a datagram's control messages say beyond its addressing.
-type extra struct {
-	specDst netip.Addr
-	tos     uint8
-}
-
 type kind uint8
 
 const (
@@ -151,9 +300,8 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 	oob := max(len(ipv6.NewControlMessage(ipv6.FlagDst|ipv6.FlagInterface)),
 		len(ipv4.NewControlMessage(ipv4.FlagDst|ipv4.FlagInterface))) + oobSpace
 	b := &batch[V]{
-		msgs: make([]ipv4.Message, n), ds: make([]datagram, 0, n),
-		out: make([]*demux.Socket[V], n), kind: make([]kind, n), addr: make([]datagram, n),
-		ext: make([]extra, n), pk: make([]*packet, n), src: make([]netip.AddrPort, n),
+		msgs: make([]ipv4.Message, n), ds: make([]demux.Datagram, 0, n),
+		out: make([]*demux.Socket[V], n), kind: make([]kind, n), pk: make([]*packet, n),
 		replies: make([]ipv4.Message, n), rbufs: make([][]byte, n), rx: newReceiver(n),
 	}
 	for i := range b.msgs {
@@ -165,30 +313,16 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 	b.deliver = func(s *demux.Socket[V], v V) bool {
 		if b.l.s.opts.PerAddress {
 			if o := s.Options(); !b.l.covers(o.Addr, o.V6Only) {
-				b.elsewhere++ // another kernel socket's copy is for s
+				b.matched = true // another kernel socket's copy is for s
 				return true
 			}
 		}
-		c := b.l.s.connOf(s) // before Closed, as in handle
-		if s.Closed() {
-			return true
-		}
-		if c != nil {
-			b.copyToConn(c, b.cur)
+		open, call := b.deliverTo(s, b.cur, true)
+		if call {
+			b.call(b.request(b.pk[b.cur], s, v))
 			b.delivered++
-			return true
 		}
-		if b.l.s.h == nil {
-			b.unhandled++
-			return true
-		}
-		// A socket whose call was handed off gets this one after it too.
-		if b.l.nstuck.Load() != 0 && b.l.deferTo(s, b, b.cur) {
-			b.setAside++
-			return true
-		}
-		b.call(b.request(b.cur, true, s, v))
-		b.delivered++
+		b.matched = b.matched || open
 		return true
 	}
 	return b
@@ -198,10 +332,10 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 // readers: a reader holds a batch only while its socket has datagrams
 // queued or its batch is being handled, so that an idle port costs no
 // buffers (see readBatch). The last keep batches given back stay in free
-// for good: sync.Pool alone would drop a quarter of them under the race
-// detector, and all of them after two collections, making a reader that
-// wakes allocate a batch (about 200 objects) now and then; those past
-// keep go to pool, for readers that wake at once across many ports.
+// for good, since sync.Pool drops what it holds at garbage collections
+// (and some of it at random under the race detector), and a reader that
+// wakes would then allocate a whole batch; those past keep go to pool,
+// for readers that wake at once across many ports.
 type batches[V any] struct {
 	mu   sync.Mutex
 	free []*batch[V]
@@ -259,7 +393,6 @@ func (bs *batches[V]) put(b *batch[V]) {
 	}
 }
 
-// take gives l's reader a batch from the pool and returns it.
 func (l *listener[V]) take() *batch[V] {
 	b := l.s.getBatch(l)
 	l.cur = b
@@ -276,32 +409,28 @@ func (l *listener[V]) release() {
 	}
 }
 
-// minWindow is the fewest message slots a read offers the kernel.
+// minWindow is the fewest message slots a read offers the kernel. The
+// window (listener.window) is how many the next read offers: twice as
+// many as the last read filled, within minWindow and Options.Batch.
+// Every slot offered is prepared for the call (header, iovecs, address
+// buffer) whether or not a datagram fills it, and a reader that keeps up
+// with its senders reads only a few datagrams per call: preparing a
+// whole batch each time would cost about as much as handling the
+// datagrams. A full read doubles the window, so that a burst gets
+// full-size reads again after a few calls.
 const minWindow = 8
 
-// The window (listener.window) is how many message slots the next read
-// offers the kernel: twice as many as the last read filled, within
-// minWindow and Options.Batch. x/net prepared every message slot it was
-// given on every call (header, iovecs, address buffer) and cleared them on
-// the next, whether or not a datagram filled them, and so does prepare. A
-// reader that keeps up with its senders reads a few datagrams per call
-// (from under 2 to about 20 in the runner's loopback scenario, as the
-// machine's load varies), and with all 64 slots offered every time,
-// preparing them took about as much of its CPU profile as handling the
-// datagrams did. A full read doubles the window: a burst gets full-size
-// reads again after a few calls.
-
-// handle looks up and delivers the n datagrams just read, in arrival
-// order, then sends the replies. It reports whether a helper took the
-// batch over (see deliverRest).
-func (b *batch[V]) handle(n int) bool {
+// lookUp parses and counts the n datagrams just read and looks up the
+// receivers of the unicast ones, for deliverRest.
+func (b *batch[V]) lookUp(n int) {
 	l := b.l
 	copies, mcast := 0, 0
 	b.ds = b.ds[:0]
 	for i := range n {
 		switch b.kind[i] = b.parse(i); b.kind[i] {
 		case unicast:
-			b.ds = append(b.ds, b.addr[i])
+			p := b.pk[i]
+			b.ds = append(b.ds, demux.Datagram{Src: p.src, Dst: netip.AddrPortFrom(p.dst, l.port), Ifindex: p.ifindex, Payload: p.buf[:p.n]})
 		case copied:
 			copies++
 		case multicast:
@@ -317,10 +446,9 @@ func (b *batch[V]) handle(n int) bool {
 		l.c.copies.Add(uint64(copies))
 	}
 	if len(b.ds) > 0 {
-		lookupBatch(l.s.t, b.ds, b.out)
+		l.s.t.LookupBatch(b.ds, b.out)
 	}
 	b.next, b.nextU, b.n = 0, 0, n
-	return b.deliverRest()
 }
 
 // deliverRest delivers the batch from its cursor on, in arrival order,
@@ -333,51 +461,27 @@ func (b *batch[V]) deliverRest() bool {
 	for b.next < b.n {
 		i := b.next
 		b.next++
-		b.addr[i].Payload = nil
 		switch b.kind[i] {
 		case unicast:
 			s := b.out[b.nextU]
 			b.out[b.nextU] = nil
 			b.nextU++
-			if s == nil {
+			open, call := s != nil, false
+			if open {
+				open, call = b.deliverTo(s, i, false)
+			}
+			if !open {
 				b.unmatched++
 				b.unreachable(i)
-				continue
-			}
-			// A socket that closed since the lookup (a handler of this
-			// batch may have closed it) receives nothing, through its
-			// Conn neither, which learns of a close through the table
-			// only later. Closed is asked after connOf: a Conn's Close
-			// closes the socket before it forgets the Conn, so a socket
-			// found without one is seen closed if it was.
-			c := l.s.connOf(s)
-			if s.Closed() {
-				b.unmatched++
-				b.unreachable(i)
-				continue
-			}
-			if c != nil {
-				b.toConn(c, i)
-				b.delivered++
-				continue
-			}
-			if l.s.h == nil {
-				b.unhandled++
-				continue
-			}
-			if l.nstuck.Load() != 0 && l.deferTo(s, b, i) {
-				continue
-			}
-			if b.callUnicast(b.request(i, false, s, s.Value())) {
+			} else if call && b.callUnicast(b.request(b.pk[i], s, s.Value())) {
 				b.handedOff()
 				return true
 			}
 		case multicast:
-			before := b.delivered + b.unhandled + b.setAside + b.elsewhere
-			b.cur = i
-			a := &b.addr[i]
-			l.s.t.LookupMulticast(a.Src, a.Dst, a.Ifindex, b.deliver)
-			if b.delivered+b.unhandled+b.setAside+b.elsewhere == before {
+			b.cur, b.matched = i, false
+			p := b.pk[i]
+			l.s.t.LookupMulticast(p.src, netip.AddrPortFrom(p.dst, l.port), p.ifindex, b.deliver)
+			if !b.matched {
 				b.unmatchedMulti++
 			}
 		}
@@ -387,6 +491,38 @@ func (b *batch[V]) deliverRest() bool {
 	b.flush()
 	b.mu.Unlock()
 	return false
+}
+
+// deliverTo gives msgs[i] to s, a receiver of it (of a multicast
+// datagram if mcast): to its Conn, or to its handed-off call (deferTo),
+// or counts it unhandled when the server has no handler. It reports
+// whether s was still open, and whether the handler is to be called.
+func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call bool) {
+	l := b.l
+	// A socket that closed since the lookup (a handler of this batch may
+	// have closed it) receives nothing, through its Conn neither, which
+	// learns of a close through the table only later. Closed is asked
+	// after connOf: a Conn's Close closes the socket before it forgets
+	// the Conn, so a socket found without one is seen closed if it was.
+	c := l.s.connOf(s)
+	if s.Closed() {
+		return false, false
+	}
+	switch {
+	case c != nil && mcast:
+		b.copyToConn(c, i) // the other receivers read the buffer too
+		b.delivered++
+	case c != nil:
+		b.toConn(c, i)
+		b.delivered++
+	case l.s.h == nil:
+		b.unhandled++
+	case l.nstuck.Load() != 0 && l.deferTo(s, b, i):
+		// A socket whose call was handed off gets it after that call.
+	default:
+		return true, true
+	}
+	return true, false
 }
 
 // count adds the batch's counts to the listener's, one atomic add each,
@@ -423,13 +559,12 @@ func (b *batch[V]) callUnicast(r *Request[V]) bool {
 	return handed
 }
 
-// request returns a new Request for msgs[i] and the receiving socket s.
-func (b *batch[V]) request(i int, mcast bool, s *demux.Socket[V], v V) *Request[V] {
+// request returns a new Request for p, a datagram for s, whose value is v.
+func (b *batch[V]) request(p *packet, s *demux.Socket[V], v V) *Request[V] {
 	r := b.newRequest()
-	m, a := &b.msgs[i], &b.addr[i]
 	*r = Request[V]{
-		Payload: m.Buffers[0][:m.N], Src: a.Src, Dst: a.Dst, Ifindex: a.Ifindex,
-		Multicast: mcast, Socket: s, Value: v, b: b,
+		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
+		Multicast: p.mcast, Socket: s, Value: v, b: b,
 	}
 	return r
 }
@@ -459,8 +594,8 @@ func (b *batch[V]) unreachable(i int) {
 	if ic == nil {
 		return
 	}
-	m, a := &b.msgs[i], &b.addr[i]
-	switch sent, limited, err := ic.unreachable(a.Src, a.Dst, a.Ifindex, m.Buffers[0][:m.N]); {
+	p := b.pk[i]
+	switch sent, limited, err := ic.unreachable(p.src, netip.AddrPortFrom(p.dst, b.l.port), p.ifindex, p.buf[:p.n]); {
 	case err != nil:
 		b.l.c.icmpErrors.Add(1)
 	case sent:
@@ -470,10 +605,10 @@ func (b *batch[V]) unreachable(i int) {
 	}
 }
 
-// parse reads the addressing of msgs[i] into addr[i] and says how to
+// parse reads the addressing of msgs[i] into pk[i] and says how to
 // deliver it.
 func (b *batch[V]) parse(i int) kind {
-	l, m := b.l, &b.msgs[i]
+	l, m, p := b.l, &b.msgs[i], b.pk[i]
 	c := parseControl(m.OOB[:m.NN], l.p6 != nil)
 	if c.hasDrop {
 		l.c.kernelDrops.Store(c.drops)
@@ -482,37 +617,27 @@ func (b *batch[V]) parse(i int) kind {
 		l.c.truncated.Add(1)
 		return skip
 	}
-	src := b.src[i]
-	if !src.IsValid() || !c.ok {
+	if !p.src.IsValid() || !c.ok {
 		return skip
 	}
 	if l.p6 == nil {
-		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		p.src = netip.AddrPortFrom(p.src.Addr().Unmap(), p.src.Port())
 	}
-	b.addr[i] = datagram{Src: src, Dst: netip.AddrPortFrom(c.dst, l.port), Ifindex: c.ifindex, Payload: m.Buffers[0][:m.N]}
-	b.ext[i] = extra{specDst: c.specDst, tos: c.tos}
+	p.n, p.dst, p.ifindex, p.specDst, p.tos, p.mcast = m.N, c.dst, c.ifindex, c.specDst, c.tos, false
 	if c.dst.IsMulticast() || (c.dst.Is4() && l.s.isBroadcast(c.dst, c.ifindex, c.specDst)) {
 		if l.more.Load() {
 			return copied
 		}
+		p.mcast = true
 		return multicast
 	}
 	return unicast
 }
 
-// fill sets p's datagram to that of msgs[i].
-func (b *batch[V]) fill(p *packet, i int) {
-	a := &b.addr[i]
-	p.n, p.src, p.dst, p.ifindex = b.msgs[i].N, a.Src, a.Dst.Addr(), a.Ifindex
-	p.specDst, p.tos, p.mcast = b.ext[i].specDst, b.ext[i].tos, b.kind[i] == multicast
-}
-
-// toConn hands msgs[i]'s buffer to c's queue, and gives the slot a fresh
+// toConn hands msgs[i]'s packet to c's queue, and gives the slot a fresh
 // buffer for the next read, so that the datagram is not copied here.
 func (b *batch[V]) toConn(c *Conn, i int) {
-	p := b.pk[i]
-	b.fill(p, i)
-	if c.push(p) {
+	if c.push(b.pk[i]) {
 		b.pk[i] = b.l.s.getPacket()
 		b.msgs[i].Buffers[0] = b.pk[i].buf
 	}
@@ -521,12 +646,16 @@ func (b *batch[V]) toConn(c *Conn, i int) {
 // copyToConn queues a copy of msgs[i] for c: a multicast datagram may
 // have several receivers.
 func (b *batch[V]) copyToConn(c *Conn, i int) {
-	p := b.l.s.getPacket()
-	b.fill(p, i)
-	copy(p.buf, b.msgs[i].Buffers[0][:b.msgs[i].N])
-	if !c.push(p) {
-		c.free(p)
+	if p := b.copyOf(i); !c.push(p) {
+		c.pool.Put(p)
 	}
+}
+
+// copyOf returns a copy of msgs[i] in a packet of the server's pool.
+func (b *batch[V]) copyOf(i int) *packet {
+	p := b.l.s.getPacket()
+	b.pk[i].copyTo(p)
+	return p
 }
 
 // queue copies p into the batch's replies to r.Src. It runs under b.mu.
