@@ -16,7 +16,7 @@
 // port's sockets, newest first. Two indexes, which resize while lookups
 // run, hold the classes of sockets that any datagram scores alike: one
 // keyed by (address, port, device) for unconnected sockets, and one keyed
-// by 4-tuple for connected ones (package bhash). Beside its slot, the page
+// by 4-tuple for connected ones (package internal/grow's Map). Beside its slot, the page
 // holds the record that the port's writers lock while it holds a socket.
 // A lookup scans
 // the port's chain while it holds at most Config.Threshold sockets, and

@@ -39,7 +39,7 @@ type Table[V any] struct {
 
 	// Written by every bind or close (and stats by lookups with
 	// CountPaths): at least a cache line away from what lookups read, as
-	// bhash.Map's count is, so that a writer on another port does not
+	// grow's index count is, so that a writer on another port does not
 	// slow lookups down (BenchmarkLookupBesideWriter).
 	_     [64]byte
 	occ   bind.Occupancy

@@ -295,11 +295,11 @@ func (w *writes[V, P, E]) close(s *Socket[V]) error {
 		return err
 	}
 	w.e.Unlink(h, e)
+	s.s.Closed.Store(true)
 	// Counted out before the port event, so that an OnPort hook that
 	// panics finds the close complete: the socket is gone, and Len and
 	// Verify agree with the tables.
 	t.occ.Remove(e)
-	s.s.Closed.Store(true)
 	// Port event 1→0, after unlinking and after the address event,
 	// deferred so that it follows an OnAddr that panics too.
 	defer t.occ.Release(e.Port)

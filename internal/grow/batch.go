@@ -48,7 +48,7 @@ func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Socket) {
 
 // warmBatch brings into the cache, for a batch, the lines of addrs that
 // hold the hashes ahs and the lines of conns that hold chs, then the
-// entry each line most likely holds for its key (bhash's Guess), each
+// entry each line most likely holds for its key (Map.Guess), each
 // stage a short loop over the whole batch so that its cache misses
 // overlap. It decides nothing.
 func (g *Engine) warmBatch(ahs, chs []uint64) {

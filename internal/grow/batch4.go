@@ -13,7 +13,7 @@ import (
 // of independent datagrams overlap instead of queueing one behind
 // another, as DPDK's bulk hash lookup does: every destination key's hash
 // (and the 4-tuple's, where the port's peer filter may hold the source),
-// then every line those hashes pick (bhash's Guess), then the entry each
+// then every line those hashes pick (Map.Guess), then the entry each
 // line most likely holds for its key. Each stage is a short loop, so that
 // the processor has many misses in flight at once. Then it runs Lookup4's
 // search on each datagram's tuple (lookupTuple4), whose reads the stages

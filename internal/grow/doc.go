@@ -28,7 +28,7 @@
 // the head of each class. A lookup scores one head per class, never the
 // members behind it, so a thousand SO_REUSEADDR sockets on one address cost
 // what one does, and an SO_REUSEPORT group of any size costs one pick.
-// The two maps resize while lookups run: addrs and conns are bhash maps,
+// The two maps resize while lookups run: addrs and conns are Maps (index.go),
 // which keep each key's first head
 // inline in a cache line, so that a lookup reads that line and then the
 // entry it scores.

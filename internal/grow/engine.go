@@ -8,7 +8,6 @@ import (
 
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -68,9 +67,9 @@ func connKeyOf(e *sock.Entry) connKey {
 // heads is the newest entry of each class of one key: First, and the
 // other classes, which few keys have, in Rest (nil if none). The index
 // keeps a key's First in a position of a cache line that a lookup reads
-// before the entry itself (package bhash), so that a lookup costs that
+// before the entry itself (index.go), so that a lookup costs that
 // line and the entry, whose first line holds what it scores.
-type heads bhash.Val[sock.Entry]
+type heads Val[sock.Entry]
 
 // portSlot is what a lookup reads of a port: its chain and the filter of
 // its connected entries' peers. Slots live in pages of 256 ports, made when a port of
@@ -128,8 +127,8 @@ type Engine struct {
 	pages [256]atomic.Pointer[page]
 	nport atomic.Int64 // ports with a record
 	npage atomic.Int64 // pages made
-	addrs *bhash.Map[addrKey, sock.Entry]
-	conns *bhash.Map[connKey, sock.Entry]
+	addrs *Map[addrKey, sock.Entry]
+	conns *Map[connKey, sock.Entry]
 
 	// Secret words of the indexes' hashes: seed seeds the XXH64s; the
 	// odd mulA and mulC finish the IPv6 address and IPv6 4-tuple hashes,
@@ -163,8 +162,8 @@ func New(seeds [4]uint64, threshold int, flowSeed uint64, occ *bind.Occupancy, r
 	if threshold == AlwaysScan || threshold == AlwaysIndex {
 		g.summaryMin = threshold
 	}
-	g.addrs = bhash.New(addrIs, g.addrHashOf)
-	g.conns = bhash.New(connIs, g.connHashOf)
+	g.addrs = newMap(addrIs, g.addrHashOf)
+	g.conns = newMap(connIs, g.connHashOf)
 	return g
 }
 

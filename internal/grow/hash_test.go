@@ -14,7 +14,7 @@ import (
 // one field only — consecutive IPv4 or IPv6 addresses, local or remote,
 // consecutive ports — fill a table's lines as random hashes would (4 096
 // keys in 1 024 lines leave about 19 empty; the test allows 60), and fill
-// the 7 low bits that bhash takes for tags as well; and the same key hashes
+// the 7 low bits that the index (Map) takes for tags as well; and the same key hashes
 // differently under another engine's secret seeds.
 func TestKeyHashesSpread(t *testing.T) {
 	const n, lineBits, tagBits = 4096, 10, 7

@@ -1,7 +1,6 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -132,7 +131,7 @@ func (g *Engine) offerKey(b *lookup.Best, k addrKey, q *lookup.Query) {
 }
 
 // offer scores the head of each class of a key.
-func offer(b *lookup.Best, hd bhash.Val[sock.Entry], q *lookup.Query) {
+func offer(b *lookup.Best, hd Val[sock.Entry], q *lookup.Query) {
 	b.Offer(&hd.First.Face, q)
 	if hd.Rest != nil {
 		for _, e := range *hd.Rest {
@@ -229,12 +228,12 @@ func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
 
 // getConn returns the heads of k in conns, checking the keys of its
 // line's positions inline.
-func (g *Engine) getConn(k connKey) (bhash.Val[sock.Entry], bool) {
+func (g *Engine) getConn(k connKey) (Val[sock.Entry], bool) {
 	h := g.connHash(&k)
 	p := g.conns.Probe(h)
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && connIs(e, k) {
-			return bhash.Val[sock.Entry]{First: e}, true
+			return Val[sock.Entry]{First: e}, true
 		}
 	}
 	return p.Chained(h, k)
@@ -244,12 +243,12 @@ func (g *Engine) getConn(k connKey) (bhash.Val[sock.Entry], bool) {
 // two are written out, not one generic function given the key check:
 // that function's body is over Go's inlining budget, so the check would be
 // an indirect call again.
-func (g *Engine) getAddr(k addrKey) (bhash.Val[sock.Entry], bool) {
+func (g *Engine) getAddr(k addrKey) (Val[sock.Entry], bool) {
 	h := g.addrHash(k)
 	p := g.addrs.Probe(h)
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && addrIs(e, k) {
-			return bhash.Val[sock.Entry]{First: e}, true
+			return Val[sock.Entry]{First: e}, true
 		}
 	}
 	return p.Chained(h, k)

@@ -3,7 +3,6 @@ package grow
 import (
 	"net/netip"
 
-	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
@@ -172,7 +171,7 @@ func (g *Engine) search4(slot *portSlot, t *lookup.Tuple4, seq uint32) (*sock.Fa
 // getAddrs4 returns the heads of k, a key of no device, or, if dev is not
 // 0, of k keyed by dev, for search4: it reports one false when both keys
 // are held, a case search4 leaves to the general search.
-func (g *Engine) getAddrs4(k addrKey, dev int32) (hd bhash.Val[sock.Entry], ok, one bool) {
+func (g *Engine) getAddrs4(k addrKey, dev int32) (hd Val[sock.Entry], ok, one bool) {
 	hd, ok = g.getAddr(k)
 	if dev == 0 {
 		return hd, ok, true
@@ -197,13 +196,13 @@ func keyIs4(e *sock.Entry, v4 uint32) bool {
 }
 
 // getConn4 is getConn for the IPv4 4-tuple local:lport, remote:rport.
-func (g *Engine) getConn4(local, remote uint32, lport, rport uint16) (bhash.Val[sock.Entry], bool) {
+func (g *Engine) getConn4(local, remote uint32, lport, rport uint16) (Val[sock.Entry], bool) {
 	h := g.connHash4(local, remote, lport, rport)
 	p := g.conns.Probe(h)
 	rem := sock.Map4(remote)
 	for t := p.Tagged(); t != 0; t &= t - 1 {
 		if e := p.At(t); e != nil && e.Port == lport && e.RemotePort == rport && e.Remote == rem && keyIs4(e, local) {
-			return bhash.Val[sock.Entry]{First: e}, true
+			return Val[sock.Entry]{First: e}, true
 		}
 	}
 	return p.Chained(h, connKey{local: sock.Map4(local), remote: rem, lport: lport, rport: rport})

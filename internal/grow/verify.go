@@ -5,7 +5,6 @@ import (
 	"math/bits"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -127,11 +126,11 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
-	g.addrs.All(func(v bhash.Val[sock.Entry]) bool {
+	g.addrs.All(func(v Val[sock.Entry]) bool {
 		check(fmt.Sprintf("address index %v", addrKeyOf(v.First)), heads(v))
 		return true
 	})
-	g.conns.All(func(v bhash.Val[sock.Entry]) bool {
+	g.conns.All(func(v Val[sock.Entry]) bool {
 		check(fmt.Sprintf("4-tuple index %v", connKeyOf(v.First)), heads(v))
 		return true
 	})
@@ -141,7 +140,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 // inClass reports whether e is in the class chain of its key.
 func (g *Engine) inClass(e *sock.Entry) bool {
 	key := e.Key()
-	var hd bhash.Val[sock.Entry]
+	var hd Val[sock.Entry]
 	var ok bool
 	if inConns(e) {
 		k := connKeyOf(e)

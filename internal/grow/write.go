@@ -2,7 +2,6 @@ package grow
 
 import (
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/bhash"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -217,11 +216,11 @@ func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
 // and reports whether the key held more than one entry before and after.
 func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
-	apply := func(old bhash.Val[sock.Entry], _ bool) (bhash.Val[sock.Entry], bool) {
+	apply := func(old Val[sock.Entry], _ bool) (Val[sock.Entry], bool) {
 		before = heads(old).many()
 		hd := f(heads(old))
 		after = hd.many()
-		return bhash.Val[sock.Entry](hd), hd.First != nil
+		return Val[sock.Entry](hd), hd.First != nil
 	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}

@@ -1,4 +1,4 @@
-package bhash
+package grow
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func FuzzMap(f *testing.F) {
 		masks := []uint64{^uint64(0), 0, 0xff00_0000_0000_0000, 0x00ff_ffff_ffff_ffff}
 		mask := masks[int(mode)%len(masks)]
 		hf := func(k int) uint64 { return mix(k) & mask }
-		m := newMap(hf)
+		m := newTestMap(hf)
 		type val struct{ v, more int }
 		model := map[int]val{}
 		for i := 0; i+1 < len(ops); i += 2 {

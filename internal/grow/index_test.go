@@ -1,4 +1,4 @@
-package bhash
+package grow
 
 import (
 	"fmt"
@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// kv is the tests' pointee: it names its key, as New requires.
+// kv is the tests' pointee: it names its key, as newMap requires.
 type kv struct{ k, v int }
 
 // tmap is a map whose keys hash by hf.
@@ -23,8 +23,8 @@ type tmap struct {
 	hf func(int) uint64
 }
 
-func newMap(hf func(int) uint64) tmap {
-	return tmap{New(func(e *kv, k int) bool { return e.k == k }, func(e *kv) uint64 { return hf(e.k) }), hf}
+func newTestMap(hf func(int) uint64) tmap {
+	return tmap{newMap(func(e *kv, k int) bool { return e.k == k }, func(e *kv) uint64 { return hf(e.k) }), hf}
 }
 
 func (m tmap) put(k, v int) { m.putVal(k, v, 0) }
@@ -64,7 +64,7 @@ func (m tmap) get(k int) (v, more int, ok bool) {
 		y, inline = p.Chained(h, k)
 	}
 	if inline != ok || y.First != x.First || y.Rest != x.Rest {
-		panic(fmt.Sprintf("bhash: key %d: Get found %v %v, the inline scan %v %v", k, x, ok, y, inline))
+		panic(fmt.Sprintf("index: key %d: Get found %v %v, the inline scan %v %v", k, x, ok, y, inline))
 	}
 	if !ok {
 		return 0, 0, false
@@ -76,7 +76,7 @@ func (m tmap) get(k int) (v, more int, ok bool) {
 }
 
 func TestGrowShrink(t *testing.T) {
-	m := newMap(mix)
+	m := newTestMap(mix)
 	for _, n := range []int{1, 100, 10000, 200000} {
 		for k := range n {
 			m.putVal(k, 2*k, k%50/49) // one key in fifty has more
@@ -125,7 +125,7 @@ func TestOneLine(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := newMap(c.hf)
+			m := newTestMap(c.hf)
 			for k := range keys {
 				m.put(k, k)
 			}
@@ -165,7 +165,7 @@ func mustFirst(t *testing.T, m tmap, k int) *kv {
 // TestRestToChain: a key that gets more pointers moves from its position
 // to the chain, and stays there when it has none again.
 func TestRestToChain(t *testing.T) {
-	m := newMap(func(int) uint64 { return 7 })
+	m := newTestMap(func(int) uint64 { return 7 })
 	m.put(1, 1)
 	m.put(2, 2)
 	l := &m.cur().lines[0]
@@ -217,7 +217,7 @@ func TestCheckFinds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := newMap(func(int) uint64 { return 5 })
+			m := newTestMap(func(int) uint64 { return 5 })
 			for k := range width + 1 {
 				m.put(k, k)
 			}
@@ -234,19 +234,19 @@ func TestCheckFinds(t *testing.T) {
 // live in positions and in chains; the map must then pass Check. A
 // shrink's 120 keys take the map from 2 to 32 lines and back.
 func TestResizeUnderReaders(t *testing.T) {
-	m := newMap(mix)
+	m := newTestMap(mix)
 	resizeUnderReaders(t, imap{m})
 	require.NoError(t, m.Check())
 }
 
 func TestAddedDuringResize(t *testing.T) {
-	m := newMap(mix)
+	m := newTestMap(mix)
 	addedDuringResize(t, imap{m})
 	require.NoError(t, m.Check())
 }
 
 func TestWritesDuringShrink(t *testing.T) {
-	m := newMap(mix)
+	m := newTestMap(mix)
 	writesDuringShrink(t, imap{m}, 120)
 	require.NoError(t, m.Check())
 }
@@ -273,7 +273,7 @@ func (m imap) Get(k int) (int, bool) {
 // share one line, and its positions keep changing hands: each round
 // adds new keys, which take positions, moves them, and deletes them.
 func TestMovesUnderReaders(t *testing.T) {
-	m := newMap(func(int) uint64 { return 99 })
+	m := newTestMap(func(int) uint64 { return 99 })
 	const stable, movers = 2, 3
 	for k := range stable {
 		m.put(k, k)
@@ -338,7 +338,7 @@ func has(m tmap, k int) bool {
 
 func BenchmarkGet(b *testing.B) {
 	for _, n := range []int{16, 1 << 20} {
-		m := newMap(mix)
+		m := newTestMap(mix)
 		for k := range n {
 			m.put(k, k)
 		}
@@ -385,7 +385,7 @@ func TestGuess(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := newMap(c.hf)
+			m := newTestMap(c.hf)
 			for k := range c.keys {
 				m.put(k, k)
 			}

@@ -1,4 +1,4 @@
-package bhash
+package grow
 
 // The overflow chains are immutable: nodes that never change once
 // published, so that a lookup walks a consistent chain without a lock,

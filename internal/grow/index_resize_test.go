@@ -1,4 +1,4 @@
-package bhash
+package grow
 
 // The concurrency tests of the resizing map, the readers they run, and a
 // hash of int keys.

@@ -1,5 +1,5 @@
-// Package bhash is a hash index of pointers that grows and shrinks with
-// what it holds while lookups run. A key's pointer sits in the cache line
+// The address and 4-tuple indexes (addrs and conns) are Maps: hash indexes
+// of pointers that grow and shrink with what they hold while lookups run. A key's pointer sits in the cache line
 // its hash picks, one of six beside a byte of tag each, so that a lookup
 // reads that line and then the object the pointer leads to: the same two
 // cache misses as a chained index whose node holds a copy of the object,
@@ -43,7 +43,8 @@
 // to the old table until the line moves. This is Linux rhashtable's rule:
 // a bucket is either live in the old table or complete in the new one. The positions do not keep their keys' hashes, so a resize
 // asks the caller's hash function for each.
-package bhash
+
+package grow
 
 import (
 	"fmt"
@@ -155,7 +156,7 @@ type Map[K any, E any] struct {
 // writers and readers pass: positions keep no hash, and a resize asks for
 // it. is runs on every value whose tag matched (one in 128 of the others
 // in a line), so it should compare what tells keys apart, field by field.
-func New[K any, E any](is func(e *E, k K) bool, hash func(e *E) uint64) *Map[K, E] {
+func newMap[K any, E any](is func(e *E, k K) bool, hash func(e *E) uint64) *Map[K, E] {
 	m := &Map[K, E]{is: is, hash: hash}
 	m.publish(newTable[E](minLines))
 	return m

@@ -1,4 +1,4 @@
-package bhash
+package grow
 
 import (
 	"testing"
