@@ -53,24 +53,13 @@ func (t *Table[V]) LookupDatagram(d Datagram) (*Socket[V], V) {
 	return t.found(t.search(&q))
 }
 
-// search finds the Ref that receives q, by the general search.
-func (t *Table[V]) search(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
-	switch {
-	case t.g != nil:
-		// The growing tables follow the strategy themselves, and try
-		// the 127.0.0.6 fallback on the port record they hold.
-		r, p = t.g.Lookup(q)
-	case t.strategy == OnePhase:
-		r, p = t.tabs.OnePhase(q), lookup.Primary
-	case t.strategy == TwoPhase:
-		r, p = t.tabs.TwoPhase(q), lookup.Secondary
-	default:
-		r, p = t.tabs.Hybrid(q)
+// search finds the Ref that receives q, by the general search of the
+// table's storage, which follows the strategy.
+func (t *Table[V]) search(q *lookup.Query) (*sock.Ref, lookup.Path) {
+	if t.g != nil {
+		return t.g.Lookup(q)
 	}
-	if r == nil && t.g == nil && lookup.ToPlaceholder(q) {
-		r = t.tabs.PlaceholderFallback(q)
-	}
-	return r, p
+	return t.f.Lookup(q)
 }
 
 // found returns the socket and value of r, a lookup's answer by path p.
@@ -105,20 +94,10 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 	var buf [16]*sock.Entry
 	var rs []*sock.Entry
 	var p lookup.Path
-	switch {
-	case t.g != nil:
+	if t.g != nil {
 		rs, p = t.g.Multicast(&q, buf[:0])
-	case t.strategy == OnePhase:
-		rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Primary
-	case t.strategy == TwoPhase:
-		var ok bool
-		if rs, ok = t.tabs.MatchSecondary(&q, buf[:0], -1); ok {
-			p = lookup.Secondary
-		} else {
-			rs, p = t.tabs.MatchPrimary(&q, buf[:0]), lookup.Fallback
-		}
-	default:
-		rs, p = t.tabs.MatchHybrid(&q, buf[:0])
+	} else {
+		rs, p = t.f.Multicast(&q, buf[:0])
 	}
 	if t.count {
 		t.stats.lookup(p)

@@ -38,7 +38,7 @@ func (t *Table[V]) Stats() Stats {
 		st.FourTuple = ChainStats{Slots: cs, Used: c}
 		return st
 	}
-	h1, h2 := t.tabs.H1, t.tabs.H2
+	h1, h2 := t.f.Tables()
 	st.Primary = chainStats(h1.Len(), func(i int) int { return h1.At(i).Chain.Len() })
 	st.Secondary = chainStats(h2.Len(), func(i int) int { return h2.At(i).Chain.Len() })
 	return st

@@ -21,14 +21,15 @@ import (
 type Table[V any] struct {
 	// Read by lookups, written only by New.
 	//
-	// g is the growing storage (Config.Slots 0) for lookups; nil for the
-	// fixed-size tables of Linux's design, which tabs are.
-	g        *grow.Engine
-	tabs     lookup.Tables
-	seed     uint64 // the SO_REUSEPORT flow hash's, either storage's
-	strategy Strategy
-	count    bool     // Config.CountPaths
-	vrep     valueRep // where the sockets' Refs hold their values
+	// The storage, for lookups: g, the growing one (Config.Slots 0), or
+	// f, the fixed-size tables of Linux's design; the other is nil. Both
+	// have the same read methods, called on the concrete type: through an
+	// interface, the Query a lookup passes would escape to the heap.
+	g     *grow.Engine
+	f     *fixed.Engine
+	seed  uint64   // the SO_REUSEPORT flow hash's, either storage's
+	count bool     // Config.CountPaths
+	vrep  valueRep // where the sockets' Refs hold their values
 
 	// Read by writers, written only by New.
 	w       writer[V] // the write side of either storage
@@ -76,12 +77,11 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, &OpError{Op: "new", Err: err}
 	}
 	t := &Table[V]{
-		vrep:     repOf[V](),
-		strategy: cfg.Strategy,
-		count:    cfg.CountPaths,
-		zones:    cfg.ZoneIndex,
-		isLocal:  cfg.IsLocal,
-		onAddr:   cfg.OnAddr,
+		vrep:    repOf[V](),
+		count:   cfg.CountPaths,
+		zones:   cfg.ZoneIndex,
+		isLocal: cfg.IsLocal,
+		onAddr:  cfg.OnAddr,
 	}
 	t.home.t = t
 	t.occ.OnPort = cfg.OnPort // port events; Ports and Sockets are in ports.go
@@ -109,15 +109,14 @@ func New[V any](cfg Config) (*Table[V], error) {
 		return nil, &OpError{Op: "new", Err: err}
 	}
 	t.seed = flowSeed(rnd, cfg.FlowSeed)
-	t.tabs = lookup.Tables{H1: h1, H2: h2, Threshold: threshold, Seed: t.seed}
-	c := fixed.Config{H1: h1, H2: h2, Occ: &t.occ, Rand: rnd}
+	c := fixed.Config{H1: h1, H2: h2, Occ: &t.occ, Rand: rnd, Threshold: threshold, Seed: t.seed}
 	switch cfg.Strategy {
 	case OnePhase:
-		c.Rule = bind.OnePhaseRule
+		c.Rule, c.Strategy = bind.OnePhaseRule, fixed.OnePhase
 	case TwoPhase:
-		c.Rule = bind.TwoPhaseRule
+		c.Rule, c.Strategy = bind.TwoPhaseRule, fixed.TwoPhase
 	default:
-		c.Rule = bind.HybridRule(threshold)
+		c.Rule, c.Strategy = bind.HybridRule(threshold), fixed.Hybrid
 	}
 	switch cfg.Ephemeral {
 	case EphemeralBitmap:
@@ -127,7 +126,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 	default:
 		c.Choose = (*bind.Ephemeral).Index
 	}
-	t.w = &writes[V, *fixed.Held, *fixed.Engine]{t: t, e: fixed.New(c)}
+	t.f = fixed.New(c)
+	t.w = &writes[V, *fixed.Held, *fixed.Engine]{t: t, e: t.f}
 	return t, nil
 }
 

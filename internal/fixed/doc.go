@@ -1,15 +1,15 @@
-// Package fixed is the write side of udpdemux's fixed-slot storage, Linux's
-// design (demux.Config.Slots from 256 to 65536): the primary table of
-// package hash1, keyed by port, and the secondary table of package hash2,
-// keyed by (address, port), both of a size fixed for the table's life.
-// Lookups read those tables through package lookup; this package is
-// everything that changes them: linking and unlinking entries in both
+// Package fixed is udpdemux's fixed-slot storage, Linux's design
+// (demux.Config.Slots from 256 to 65536): the primary table of package
+// hash1, keyed by port, and the secondary table of package hash2, keyed by
+// (address, port), both of a size fixed for the table's life. Its lookups
+// apply the configured strategy of package lookup to those tables; its
+// writes are linking and unlinking entries in both
 // chains, SO_REUSEPORT groups, the
 // move of an entry between secondary slots inside their sequence counts,
 // explicit-port conflict checks (bind.Checker) and the choice of an
-// ephemeral port (bind.Ephemeral's algorithms). Its Engine has the write
+// ephemeral port (bind.Ephemeral's algorithms). Its Engine has the
 // methods of grow.Engine, the default storage's, so that package demux
-// drives both through one path.
+// reads and writes both alike.
 //
 // # Locks
 //

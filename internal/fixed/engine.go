@@ -8,6 +8,7 @@ import (
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Chooser is a bind(0) algorithm: (*bind.Ephemeral).Index, Bitmap or
@@ -26,17 +27,24 @@ type Config struct {
 	// keeps it), with the ephemeral range it counts.
 	Occ  *bind.Occupancy
 	Rand *bind.Rand // bind(0)'s random source
+	// Threshold is the hybrid rule's, and Seed the flow hash's, for
+	// lookups.
+	Threshold int
+	Seed      uint64
+	Strategy  Strategy
 }
 
-// Engine is the write side of the fixed tables. Its methods that take a
+// Engine is the fixed tables, read and written. Its methods that take a
 // *Held expect it to hold its port's primary slot, as LockPort and
 // Ephemeral return it.
 type Engine struct {
-	h1     *hash1.Table
-	h2     *hash2.Table
-	check  bind.Checker
-	eph    bind.Ephemeral
-	choose Chooser
+	h1       *hash1.Table
+	h2       *hash2.Table
+	tabs     lookup.Tables // what lookups read: h1, h2, threshold, seed
+	strategy Strategy
+	check    bind.Checker
+	eph      bind.Ephemeral
+	choose   Chooser
 	// helds recycles the handles, so that a write allocates none: a
 	// handle outlives the call that locks, and so cannot live on the
 	// caller's stack.
@@ -53,7 +61,8 @@ type Held struct {
 
 // New returns an engine over c's tables.
 func New(c Config) *Engine {
-	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose}
+	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose, strategy: c.Strategy,
+		tabs: lookup.Tables{H1: c.H1, H2: c.H2, Threshold: c.Threshold, Seed: c.Seed}}
 	x.check = bind.Checker{H1: c.H1, H2: c.H2, Rule: c.Rule}
 	x.eph = bind.Ephemeral{Checker: x.check, Occ: c.Occ, Rand: c.Rand}
 	if x.choose == nil {
