@@ -1,10 +1,13 @@
-// Package lockorder is the lock hierarchy of the socket table and the only
-// way the other packages take slot locks.
+// Package lockorder is the lock hierarchy of the fixed storage's slots and
+// the only way the other packages take those locks.
 //
 // The order is: at most one primary (port) slot, then secondary (address,
 // port) slots in strictly ascending index. Every write operation takes its
 // locks through one Guard, which releases them all at once. Lookups take no
-// lock at all.
+// lock at all. (The growing storage's order, a port's record lock, then
+// one index line lock at a time, is package grow's and is not checked
+// here: a check needs the locks a goroutine holds, which its writes carry
+// no Guard to record.)
 //
 // With checking on (SetChecking, for tests), a Guard verifies each
 // acquisition against the hierarchy and panics with a description of the
