@@ -58,9 +58,11 @@ func TestTuple4Init(t *testing.T) {
 }
 
 // TestScore4MatchesScore: for every kind of candidate an IPv4 datagram
-// can meet, Score4 gives score's answer. Each field takes the datagram's
-// value, a wildcard or another value, so every rule of score both holds and
-// fails.
+// can meet, the Tuple4 path's ways to score (Score4, and ExactTo after a
+// 4-tuple match) give what score gives the same datagram as a Query: the
+// one statement of the IPv4 rules (local4, peerAndDevice) reads the same
+// datagram from either form. Each field takes the datagram's value, a
+// wildcard or another value, so every rule both holds and fails.
 func TestScore4MatchesScore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	t4 := Tuple4{Src: 0xc0000201, Dst: 0x0a000001, SrcPort: 1000, DstPort: 53, Ifindex: 3}
@@ -69,7 +71,7 @@ func TestScore4MatchesScore(t *testing.T) {
 	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
 	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
 	seen := map[int]int{}
-	exacts := map[bool]int{} // Exact4's answers where the 4-tuple matched
+	exacts := map[bool]int{} // ExactTo's answers where the 4-tuple matched
 	for range 20000 {
 		var f uint8
 		for _, b := range flagBits {
@@ -91,12 +93,12 @@ func TestScore4MatchesScore(t *testing.T) {
 		seen[want]++
 		if e.Port == t4.DstPort && e.Remote == sock.Map4(t4.Src) && e.RemotePort == t4.SrcPort {
 			exact := ExactScore(want)
-			require.Equal(t, exact, Exact4(&e, &t4), "%+v", e)
+			require.Equal(t, exact, ExactTo(&e, t4.Dst, t4.Ifindex), "%+v", e)
 			exacts[exact]++
 		}
 	}
-	assert.Positive(t, exacts[true], "Exact4 never drawn true")
-	assert.Positive(t, exacts[false], "Exact4 never drawn false")
+	assert.Positive(t, exacts[true], "ExactTo never drawn true")
+	assert.Positive(t, exacts[false], "ExactTo never drawn false")
 	// Every tier was met, and misses: the draw covered the rules.
 	for _, s := range []int{-1, 1, 2, 2 + 8, 2 + 4, exactTier + 1, exactTier + 2, exactTier + 2 + 8 + 4, hash4Score} {
 		assert.Positive(t, seen[s], "score %d never drawn", s)
