@@ -151,9 +151,6 @@ func ExactTo(e *sock.Face, dst uint32, dev int32) bool {
 	return ok && s >= exactTier && (e.Device == 0 || e.Device == dev)
 }
 
-// Exact4 is ExactTo for the datagram t.
-func Exact4(e *sock.Face, t *Tuple4) bool { return ExactTo(e, t.Dst, t.Ifindex) }
-
 // Matches reports whether e receives a multicast or broadcast datagram q:
 // the same conditions as a unicast candidate, without the ranking.
 func Matches(e *sock.Entry, q *Query) bool { return score(&e.Face, q) >= 0 }

@@ -50,7 +50,7 @@ func TestTuple4Init(t *testing.T) {
 		assert.Equal(t, tc.dev, t4.Ifindex, "%s → %s on %d", tc.src, tc.dst, tc.ifindex)
 		var want, got Query
 		require.True(t, want.Init(src, dst, tc.ifindex))
-		got.Set4(&t4)
+		got.Set4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex)
 		assert.Empty(t, cmp.Diff(want, got, cmp.AllowUnexported(Query{})), "%s → %s", tc.src, tc.dst)
 	}
 	var t4 Tuple4
@@ -67,7 +67,7 @@ func TestScore4MatchesScore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	t4 := Tuple4{Src: 0xc0000201, Dst: 0x0a000001, SrcPort: 1000, DstPort: 53, Ifindex: 3}
 	var q Query
-	q.Set4(&t4)
+	q.Set4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex)
 	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
 	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
 	seen := map[int]int{}

@@ -16,7 +16,7 @@ import (
 // then every line those hashes pick (bhash's Guess), then the entry each
 // line most likely holds for its key. Each stage is a short loop, so that
 // the processor has many misses in flight at once. Then it runs Lookup4's
-// search on each datagram's tuple (lookupTuple4), whose reads the stages
+// search on each datagram's tuple (lookup4), whose reads the stages
 // brought into the cache. The stages decide nothing: each answer is
 // Lookup4's, and a move meanwhile is that search's to notice.
 //
@@ -49,8 +49,8 @@ func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket)
 	g.warmBatch(ahs[:na], chs[:nc])
 	for i := range n {
 		out[i] = nil
-		if ok[i] {
-			if r, _ := g.lookupTuple4(&ts[i], &q); r != nil {
+		if t := &ts[i]; ok[i] {
+			if r, _ := g.lookup4(t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex, &q); r != nil {
 				out[i] = r.Sock
 			}
 		}
