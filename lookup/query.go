@@ -63,9 +63,10 @@ const hash4Score = 64
 // rules are DESIGN.md's ("Lookup"; rows 1-10): the port, then local4's or
 // local6's by q's family, then peerAndDevice's, which both families share.
 // The helpers inline, so that score, which runs for every entry of a
-// scanned chain, is one call; each family's branch returns on its own,
-// so that a candidate that local4 or local6 refuses leaves at once, not
-// through a test shared by both.
+// scanned chain, is one call. Each family's branch returns on its own,
+// and local4 and local6 refuse with constants, which the compiler follows
+// through to score's own refusal: a candidate they refuse, most of a long
+// chain, leaves at once, as it did when score stated the rules itself.
 func score(e *sock.Face, q *Query) int {
 	if e.Port != q.DstPort {
 		return -1
@@ -95,9 +96,11 @@ func Score4(e *sock.Face, t *Tuple4) int {
 }
 
 // local4 is the IPv4 rules: whether e's local side takes an IPv4 datagram
-// to dst, and if so its score. Whether is one expression, which the
-// compiler turns into branches straight to the caller's refusal.
+// to dst, and if so its score.
 func local4(e *sock.Face, dst uint32) (s int, ok bool) {
+	if e.Flags&sock.HasV4 == 0 || e.V4 != dst && e.V4 != 0 {
+		return 0, false
+	}
 	s = 1
 	if e.V4 == dst {
 		s += exactTier
@@ -105,16 +108,18 @@ func local4(e *sock.Face, dst uint32) (s int, ok bool) {
 	if e.Flags&sock.Is6 == 0 {
 		s++ // an IPv4 socket beats a dual-stack one
 	}
-	return s, e.Flags&sock.HasV4 != 0 && (e.V4 == dst || e.V4 == 0)
+	return s, true
 }
 
 // local6 is the IPv6 rules, as local4 states the IPv4 ones.
 func local6(e *sock.Face, dst sock.Addr16) (s int, ok bool) {
-	s = 1
-	if e.V6 == dst {
-		s += exactTier
+	if e.Flags&sock.HasV6 == 0 || e.V6 != dst && e.V6 != sock.Wild6 {
+		return 0, false
 	}
-	return s, e.Flags&sock.HasV6 != 0 && (e.V6 == dst || e.V6 == sock.Wild6)
+	if e.V6 == dst {
+		return exactTier + 1, true
+	}
+	return 1, true
 }
 
 // peerAndDevice adds to s, the score of e's local side, what e's peer and
@@ -143,12 +148,12 @@ func peerAndDevice(e *sock.Face, s int, src sock.Addr16, srcPort uint16, dev int
 // ExactTo reports whether Score4 ranks e in the exact tier (ExactScore)
 // for a datagram to the IPv4 address dst that arrived on the interface
 // whose Ifindex is dev, where a 4-tuple key's match has shown e's port
-// and peer to be the datagram's: whether e's local side is bound to dst
-// and its device takes the datagram. A known peer's lookup so spares a
-// second pass over the key. TestScore4MatchesScore holds it to Score4.
+// and peer to be the datagram's: what local4 and peerAndDevice come to
+// then, checked in three comparisons, so that a known peer's lookup does
+// not pay for the score it does not need. TestScore4MatchesScore holds
+// it to Score4.
 func ExactTo(e *sock.Face, dst uint32, dev int32) bool {
-	s, ok := local4(e, dst)
-	return ok && s >= exactTier && (e.Device == 0 || e.Device == dev)
+	return e.Flags&sock.HasV4 != 0 && e.V4 == dst && (e.Device == 0 || e.Device == dev)
 }
 
 // Matches reports whether e receives a multicast or broadcast datagram q:

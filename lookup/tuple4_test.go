@@ -58,11 +58,12 @@ func TestTuple4Init(t *testing.T) {
 }
 
 // TestScore4MatchesScore: for every kind of candidate an IPv4 datagram
-// can meet, the Tuple4 path's ways to score (Score4, and ExactTo after a
-// 4-tuple match) give what score gives the same datagram as a Query: the
-// one statement of the IPv4 rules (local4, peerAndDevice) reads the same
-// datagram from either form. Each field takes the datagram's value, a
-// wildcard or another value, so every rule both holds and fails.
+// can meet, the Tuple4 path's ways to score give what score gives the
+// same datagram as a Query: Score4, which reads the tuple through the same
+// rules (local4, peerAndDevice), and ExactTo, the three comparisons a
+// 4-tuple match leaves, which must come to score's exact tier. Each field
+// takes the datagram's value, a wildcard or another value, so every rule
+// both holds and fails.
 func TestScore4MatchesScore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	t4 := Tuple4{Src: 0xc0000201, Dst: 0x0a000001, SrcPort: 1000, DstPort: 53, Ifindex: 3}
