@@ -29,6 +29,7 @@ func query(t *testing.T, src, dst string, ifindex int) *Query {
 func TestScore(t *testing.T) {
 	q4 := query(t, "192.0.2.1:1000", "127.0.0.1:53", 1)
 	q6 := query(t, "[2001:db8::1]:1000", "[::1]:53", 1)
+	q4p := query(t, "192.0.2.1:1000", "127.0.0.6:53", 1)
 	for _, tc := range []struct {
 		addr string
 		dev  int32
@@ -40,6 +41,9 @@ func TestScore(t *testing.T) {
 		{"::", 0, q4, 1},
 		{"::ffff:127.0.0.1", 0, q4, exactTier + 1},
 		{"127.0.0.2", 0, q4, -1},
+		// No IPv4 side: not even the address an IPv6 socket holds
+		// for IPv4 (127.0.0.6) takes an IPv4 datagram.
+		{"::1", 0, q4p, -1},
 		{"127.0.0.1", 1, q4, exactTier + 2 + 4},
 		{"127.0.0.1", 2, q4, -1},
 		{"::1", 0, q6, exactTier + 1},

@@ -30,7 +30,7 @@ func (t *Tuple4) Init(src, dst netip.AddrPort, ifindex int) bool {
 	}
 	// Field by field: a composite literal is built in a temporary and
 	// copied with one 16-byte load of its five stores, which they cannot
-	// forward to (see grow.Engine.Lookup4).
+	// forward to.
 	t.Src, t.Dst = V4(sa), V4(da)
 	t.SrcPort, t.DstPort = src.Port(), dst.Port()
 	t.Ifindex = Device(ifindex)
@@ -59,12 +59,16 @@ func Device(ifindex int) int32 {
 	return noDevice
 }
 
-// Set4 fills q in for the datagram t, as Init would from its addresses.
-func (q *Query) Set4(t *Tuple4) {
+// Set4 fills q in for the IPv4 datagram from src:srcPort to dst:dstPort
+// that arrived on the interface whose Ifindex is dev, as Init would from
+// its addresses. It takes a Tuple4's fields as scalars: a lookup that
+// stored them in a Tuple4 just before would read the two ports back as
+// one word, which their two stores cannot forward to.
+func (q *Query) Set4(src, dst uint32, srcPort, dstPort uint16, dev int32) {
 	q.is4 = true
-	q.Dst, q.Src = sock.Map4(t.Dst), sock.Map4(t.Src)
-	q.DstPort, q.SrcPort = t.DstPort, t.SrcPort
-	q.Ifindex = t.Ifindex
+	q.Dst, q.Src = sock.Map4(dst), sock.Map4(src)
+	q.DstPort, q.SrcPort = dstPort, srcPort
+	q.Ifindex = dev
 }
 
 // ExactScore reports whether s, a score, is that of a candidate bound to

@@ -50,7 +50,7 @@ func TestTuple4Init(t *testing.T) {
 		assert.Equal(t, tc.dev, t4.Ifindex, "%s → %s on %d", tc.src, tc.dst, tc.ifindex)
 		var want, got Query
 		require.True(t, want.Init(src, dst, tc.ifindex))
-		got.Set4(&t4)
+		got.Set4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex)
 		assert.Empty(t, cmp.Diff(want, got, cmp.AllowUnexported(Query{})), "%s → %s", tc.src, tc.dst)
 	}
 	var t4 Tuple4
@@ -58,18 +58,21 @@ func TestTuple4Init(t *testing.T) {
 }
 
 // TestScore4MatchesScore: for every kind of candidate an IPv4 datagram
-// can meet, Score4 gives score's answer. Each field takes the datagram's
-// value, a wildcard or another value, so every rule of score both holds and
-// fails.
+// can meet, the Tuple4 path's ways to score give what score gives the
+// same datagram as a Query: Score4, which reads the tuple through the same
+// rules (local4, peerAndDevice), and ExactTo, the three comparisons a
+// 4-tuple match leaves, which must come to score's exact tier. Each field
+// takes the datagram's value, a wildcard or another value, so every rule
+// both holds and fails.
 func TestScore4MatchesScore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	t4 := Tuple4{Src: 0xc0000201, Dst: 0x0a000001, SrcPort: 1000, DstPort: 53, Ifindex: 3}
 	var q Query
-	q.Set4(&t4)
+	q.Set4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex)
 	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
 	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
 	seen := map[int]int{}
-	exacts := map[bool]int{} // Exact4's answers where the 4-tuple matched
+	exacts := map[bool]int{} // ExactTo's answers where the 4-tuple matched
 	for range 20000 {
 		var f uint8
 		for _, b := range flagBits {
@@ -91,12 +94,12 @@ func TestScore4MatchesScore(t *testing.T) {
 		seen[want]++
 		if e.Port == t4.DstPort && e.Remote == sock.Map4(t4.Src) && e.RemotePort == t4.SrcPort {
 			exact := ExactScore(want)
-			require.Equal(t, exact, Exact4(&e, &t4), "%+v", e)
+			require.Equal(t, exact, ExactTo(&e, t4.Dst, t4.Ifindex), "%+v", e)
 			exacts[exact]++
 		}
 	}
-	assert.Positive(t, exacts[true], "Exact4 never drawn true")
-	assert.Positive(t, exacts[false], "Exact4 never drawn false")
+	assert.Positive(t, exacts[true], "ExactTo never drawn true")
+	assert.Positive(t, exacts[false], "ExactTo never drawn false")
 	// Every tier was met, and misses: the draw covered the rules.
 	for _, s := range []int{-1, 1, 2, 2 + 8, 2 + 4, exactTier + 1, exactTier + 2, exactTier + 2 + 8 + 4, hash4Score} {
 		assert.Positive(t, seen[s], "score %d never drawn", s)

@@ -16,7 +16,7 @@ import (
 // then every line those hashes pick (Map.Guess), then the entry each
 // line most likely holds for its key. Each stage is a short loop, so that
 // the processor has many misses in flight at once. Then it runs Lookup4's
-// search on each datagram's tuple (lookupTuple4), whose reads the stages
+// search on each datagram's tuple (lookup4), whose reads the stages
 // brought into the cache. The stages decide nothing: each answer is
 // Lookup4's, and a move meanwhile is that search's to notice.
 //
@@ -25,32 +25,18 @@ import (
 // otherwise, and the stages warm only the first.
 func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket) {
 	n := min(len(ts), len(ok), len(out), BatchMax)
-	var (
-		ahs, chs [BatchMax]uint64
-		na, nc   int
-		q        lookup.Query
-	)
+	var w warming
 	for i := range n {
-		t := &ts[i]
-		if !ok[i] {
-			continue
+		if t := &ts[i]; ok[i] {
+			g.stage(&w, sock.Map4(t.Dst), sock.Map4(t.Src), t.DstPort, t.SrcPort)
 		}
-		slot := g.port(t.DstPort)
-		if slot == nil || slot.list.Len() <= g.threshold {
-			continue
-		}
-		if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort)) {
-			chs[nc] = g.connHash4(t.Dst, t.Src, t.DstPort, t.SrcPort)
-			nc++
-		}
-		ahs[na] = g.addrHash(addrKey{sock.Map4(t.Dst), t.DstPort, 0})
-		na++
 	}
-	g.warmBatch(ahs[:na], chs[:nc])
+	g.warm(&w)
+	var q lookup.Query
 	for i := range n {
 		out[i] = nil
-		if ok[i] {
-			if r, _ := g.lookupTuple4(&ts[i], &q); r != nil {
+		if t := &ts[i]; ok[i] {
+			if r, _ := g.lookup4(t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex, &q); r != nil {
 				out[i] = r.Sock
 			}
 		}

@@ -12,119 +12,93 @@ import (
 // that arrived on interface ifindex. It reports false, without a lookup,
 // if no socket could receive the datagram (see Tuple4.Init); Query.Init
 // would refuse it too. It gives Lookup's answer and path, takes no lock
-// and does not allocate.
-//
-// A datagram from a connected socket's peer, the common case on a port
-// that has connected sockets, is settled here, from the datagram's
-// addresses and ports held as scalars, with no further call, since each
-// call of the general search on the way measurably slowed those lookups;
-// the rest go to scan4 or indexed4. (demux's Lookup cannot build the
-// Tuple4 itself, inline: an instantiated generic function inlines no
-// function of a package that its instantiating package does not import.)
+// and does not allocate. (demux's Lookup cannot build the Tuple4 itself,
+// inline: an instantiated generic function inlines no function of a
+// package that its instantiating package does not import.)
 func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) (*sock.Ref, lookup.Path, bool) {
-	s4, d4 := lookup.V4(src.Addr()), lookup.V4(dst.Addr())
-	sport, dport, dev := src.Port(), dst.Port(), lookup.Device(ifindex)
+	d4, dport := lookup.V4(dst.Addr()), dst.Port()
 	if d4 == 0 || dport == 0 {
 		return nil, lookup.Primary, false
 	}
-	// t is filled in field by field where it is needed: a composite
-	// literal went through a temporary, whose copy, one 16-byte load of
-	// five smaller stores, the processor could not forward from them,
-	// and lookups from unknown peers stalled on it.
-	var t lookup.Tuple4
-	slot := g.port(dport)
-	if slot == nil {
-		return nil, lookup.Primary, true
-	}
-	seq := slot.list.Seq.Peek()
-	if n, shared := slot.list.LenMarked(); n <= g.threshold {
-		t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex = s4, d4, sport, dport, dev
-		return g.scan4(slot, seq, shared, &t, q), lookup.Primary, true
-	}
-	rem := sock.Map4(s4)
-	f := slot.peers.Load()
-	peer := f != nil && f.mayHave(g.peerHash(rem, sport))
-	if peer {
-		// As in indexed, a 4-tuple match bound to the destination, with
-		// a key of one class, is taken at once, whatever the port's
-		// moves: it beats every other candidate, and belongs to no
-		// SO_REUSEPORT group, as no connected entry does (Verify checks
-		// it). A key whose value sits in a position of its line has one
-		// class; indexed4 settles the rest (a key in the line's chain, a
-		// match not bound to the destination).
-		p := g.conns.Probe(g.connHash4(d4, s4, dport, sport))
-		for b := p.Tagged(); b != 0; b &= b - 1 {
-			if e := p.At(b); e != nil && e.Port == dport && e.RemotePort == sport && e.Remote == rem && keyIs4(e, d4) {
-				if lookup.ExactTo(&e.Face, d4, dev) {
-					return &e.Ref, lookup.Secondary, true
-				}
-				break
-			}
-		}
-	}
-	t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex = s4, d4, sport, dport, dev
-	return g.indexed4(slot, seq, peer, &t, q), lookup.Secondary, true
+	r, p := g.lookup4(lookup.V4(src.Addr()), d4, src.Port(), dport, lookup.Device(ifindex), q)
+	return r, p, true
 }
 
-// lookupTuple4 is Lookup4 for the deliverable IPv4 datagram t.
-func (g *Engine) lookupTuple4(t *lookup.Tuple4, q *lookup.Query) (*sock.Ref, lookup.Path) {
-	slot := g.port(t.DstPort)
+// lookup4 is Lookup4 for the deliverable IPv4 datagram from s4:sport to
+// d4:dport that arrived on dev, the Ifindex of its interface. Most IPv4
+// datagrams to an indexed port are settled by the newest entry of one
+// key: a connected socket's 4-tuple, the destination address, or the
+// wildcard. lookup4 settles those from the datagram alone (the 4-tuple
+// here, the others in search4), and fills q in for what needs the general
+// search: a key with several classes, a wildcard-tier candidate under the
+// destination's key, a move under way, an SO_REUSEPORT group's flow hash,
+// or the 127.0.0.6 fallback.
+//
+// It takes the datagram as scalars, not as a Tuple4: the 4-tuple's hash
+// reads two neighbouring fields of a Tuple4 as one word, a load that the
+// two smaller stores just made to them cannot forward to, and a known
+// peer's lookup stalled on it.
+func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *lookup.Query) (*sock.Ref, lookup.Path) {
+	slot := g.port(dport)
 	if slot == nil {
 		return nil, lookup.Primary
 	}
 	seq := slot.list.Seq.Peek()
 	if n, shared := slot.list.LenMarked(); n <= g.threshold {
-		return g.scan4(slot, seq, shared, t, q), lookup.Primary
+		q.Set4(s4, d4, sport, dport, dev)
+		return g.finish(slot, g.scan(slot, q, seq, shared), q), lookup.Primary
 	}
-	f := slot.peers.Load()
-	peer := f != nil && f.mayHave(g.peerHash(sock.Map4(t.Src), t.SrcPort))
-	return g.indexed4(slot, seq, peer, t, q), lookup.Secondary
-}
-
-// scan4 is scan and finish for the IPv4 datagram t to the port of slot, whose
-// sequence count Peek read as seq before LenMarked read shared.
-func (g *Engine) scan4(slot *portSlot, seq uint32, shared bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
-	q.Set4(t)
-	return g.finish(slot, g.scan(slot, q, seq, shared), q)
-}
-
-// indexed4 is indexed and finish for the IPv4 datagram t to the indexed
-// port of slot, whose sequence count Peek read as seq; peer reports whether
-// the port's peer filter may hold t's source. Most IPv4 datagrams to an
-// indexed port are settled by the newest entry of one key: a connected
-// socket's 4-tuple, the destination address, or the wildcard. indexed4
-// settles those from t alone, and fills q in from t for what needs the
-// general search: a key with several classes, a wildcard-tier candidate
-// under the destination's key, a move under way, an SO_REUSEPORT group's
-// flow hash, or the 127.0.0.6 fallback.
-func (g *Engine) indexed4(slot *portSlot, seq uint32, peer bool, t *lookup.Tuple4, q *lookup.Query) *sock.Ref {
-	if peer {
-		// As in Lookup4: a 4-tuple match bound to the destination, with
-		// a key of one class, is taken at once.
-		if hd, ok := g.getConn4(t.Dst, t.Src, t.DstPort, t.SrcPort); ok {
-			if hd.Rest == nil && lookup.Exact4(&hd.First.Face, t) {
-				return &hd.First.Ref
+	general := false
+	rem := sock.Map4(s4)
+	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(rem, sport)) {
+		// A known peer's datagram, the common case on a port that has
+		// connected sockets, is settled here with no further call. As
+		// in search, a 4-tuple match bound to the destination, with a
+		// key of one class, is taken at once, whatever the port's
+		// moves: it beats every other candidate, and belongs to no
+		// SO_REUSEPORT group, as no connected entry does (Verify checks
+		// it). A key whose value sits in a position of its line has one
+		// class. Any other match is the general search's.
+		h := g.connHash4(d4, s4, dport, sport)
+		p := g.conns.Probe(h)
+		hd, ok := Val[sock.Entry]{}, false
+		for b := p.Tagged(); b != 0; b &= b - 1 {
+			if e := p.At(b); e != nil && e.Port == dport && e.RemotePort == sport && e.Remote == rem && keyIs4(e, d4) {
+				hd, ok = Val[sock.Entry]{First: e}, true
+				break
 			}
-			q.Set4(t)
-			return g.finish(slot, g.indexed(slot, q), q)
+		}
+		if !ok {
+			hd, ok = p.Chained(h, connKey{local: sock.Map4(d4), remote: rem, lport: dport, rport: sport})
+		}
+		if ok && hd.Rest == nil && lookup.ExactTo(&hd.First.Face, d4, dev) {
+			return &hd.First.Ref, lookup.Secondary
+		}
+		general = ok
+	}
+	if !general {
+		// Field by field: a composite literal is built in a temporary
+		// and copied with one 16-byte load of its five stores, which
+		// they cannot forward to.
+		var t lookup.Tuple4
+		t.Src, t.Dst, t.SrcPort, t.DstPort, t.Ifindex = s4, d4, sport, dport, dev
+		if e, ok := g.search4(slot, &t, seq); ok {
+			if e != nil && e.Group == nil {
+				return &e.Ref, lookup.Secondary
+			}
+			if e == nil && d4 != ipv6.Placeholder4 {
+				return nil, lookup.Secondary
+			}
+			q.Set4(s4, d4, sport, dport, dev)
+			return g.finish(slot, e, q), lookup.Secondary
 		}
 	}
-	if e, ok := g.search4(slot, t, seq); ok {
-		if e != nil && e.Group == nil {
-			return &e.Ref
-		}
-		if e == nil && t.Dst != ipv6.Placeholder4 {
-			return nil
-		}
-		q.Set4(t)
-		return g.finish(slot, e, q)
-	}
-	q.Set4(t)
-	return g.finish(slot, g.indexed(slot, q), q)
+	q.Set4(s4, d4, sport, dport, dev)
+	return g.finish(slot, g.indexed(slot, q), q), lookup.Secondary
 }
 
 // search4 is indexed for an IPv4 datagram that no connected socket's
-// 4-tuple took (indexed4 tried those), where each key it reads has one
+// 4-tuple took (lookup4 tried those), where each key it reads has one
 // class. It reports false, and the caller runs indexed, where it cannot
 // tell the answer so: a key with several classes, a candidate of the
 // destination's key that is not bound to it, or a count of slot's moves
@@ -193,17 +167,4 @@ func keyIs4(e *sock.Entry, v4 uint32) bool {
 		return v4 == 0
 	}
 	return e.V6 == sock.Map4(v4)
-}
-
-// getConn4 is getConn for the IPv4 4-tuple local:lport, remote:rport.
-func (g *Engine) getConn4(local, remote uint32, lport, rport uint16) (Val[sock.Entry], bool) {
-	h := g.connHash4(local, remote, lport, rport)
-	p := g.conns.Probe(h)
-	rem := sock.Map4(remote)
-	for t := p.Tagged(); t != 0; t &= t - 1 {
-		if e := p.At(t); e != nil && e.Port == lport && e.RemotePort == rport && e.Remote == rem && keyIs4(e, local) {
-			return Val[sock.Entry]{First: e}, true
-		}
-	}
-	return p.Chained(h, connKey{local: sock.Map4(local), remote: rem, lport: lport, rport: rport})
 }
