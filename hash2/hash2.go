@@ -55,7 +55,9 @@ func New(n int, seed uint64) (*Table, error) {
 	t := &Table{slots: make([]Slot, n), sums: make([]atomic.Uint64, n), locks: make([]lockorder.Mutex, n)}
 	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
 	t.seed = seed
-	t.mul = xxh64x16(seed, 0x9e3779b97f4a7c15, 0) | 1
+	// The multiplier is the hash of a constant address, so that it too
+	// depends on the seed alone.
+	t.mul = sock.Addr16{Hi: 0x157c4a7fb979379e}.Hash(seed) | 1
 	t.wildHash = t.AddrHash(sock.Wild4)
 	return t, nil
 }
@@ -66,9 +68,7 @@ func (t *Table) Len() int { return len(t.slots) }
 // AddrHash returns the address part of the key of the 16-byte address a.
 // Callers pass the key form: the wildcard as sock.Wild4, IPv4 mapped.
 func (t *Table) AddrHash(a sock.Addr16) uint32 {
-	// The bytes of the address in network order, read as XXH64 reads
-	// them: little-endian words.
-	h := xxh64x16(t.seed, bits.ReverseBytes64(a.Hi), bits.ReverseBytes64(a.Lo))
+	h := a.Hash(t.seed)
 	return uint32(h) ^ uint32(h>>32)
 }
 

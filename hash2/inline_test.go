@@ -9,12 +9,14 @@ import (
 
 // TestInlining checks the compiler's inlining decisions that the lookup
 // path's cost rests on, the way net/netip does for its own: it builds the
-// package with -gcflags=-m and requires that each function below is
-// reported inlinable. A change that makes one too costly to inline fails
-// here rather than as a slower benchmark.
+// package and the address type's with -gcflags=-m and requires that each
+// function below is reported inlinable. A change that makes one too
+// costly to inline fails here rather than as a slower benchmark.
 func TestInlining(t *testing.T) {
 	want := []string{
-		"xxh64x16", // the address hash of every two-phase lookup
+		// The address hash of every two-phase lookup, and of the
+		// growing storage's index keys (package sock).
+		"xxh64x16",
 		"round",
 		// A two-phase lookup's read of its exact slot's summary, and the
 		// check at its early stop.
@@ -30,7 +32,7 @@ func TestInlining(t *testing.T) {
 		}
 		t.Skipf("no go command to check inlining with: %v", err)
 	}
-	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".").CombinedOutput()
+	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".", "../internal/sock").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
@@ -228,7 +227,7 @@ func (g *Engine) connHashOf(e *sock.Entry) uint64 {
 	return g.connHash(&k)
 }
 
-func (g *Engine) hashAddr(a sock.Addr16) uint64 { return hash2.Hash64(g.seed, a) }
+func (g *Engine) hashAddr(a sock.Addr16) uint64 { return a.Hash(g.seed) }
 
 // LockPort returns port p's record, locked, making one if p holds no
 // socket. Release it with Unlock.

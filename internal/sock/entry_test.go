@@ -1,10 +1,13 @@
 package sock
 
 import (
+	"encoding/binary"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -81,4 +84,19 @@ func TestChain(t *testing.T) {
 // arrays that lookups read stay dense.
 func TestChainSize(t *testing.T) {
 	assert.Equal(t, uintptr(16), unsafe.Sizeof(Chain{}))
+}
+
+// TestHash checks Addr16.Hash, XXH64 specialised to 16 bytes, against the
+// xxhash library over the address's bytes in network order.
+func TestHash(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		seed, a := r.Uint64(), Addr16{Hi: r.Uint64(), Lo: r.Uint64()}
+		var b [16]byte
+		binary.BigEndian.PutUint64(b[:8], a.Hi)
+		binary.BigEndian.PutUint64(b[8:], a.Lo)
+		d := xxhash.NewWithSeed(seed)
+		_, _ = d.Write(b[:])
+		require.Equal(t, d.Sum64(), a.Hash(seed), "seed %#x addr %x", seed, b)
+	}
 }
