@@ -4,18 +4,41 @@ package conformance
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
+
+	"github.com/udpdemux/udpdemux/demux/demuxtest"
+	"github.com/udpdemux/udpdemux/internal/model"
 )
 
 // The classifier decides, for each step, which documented behaviour
-// explains the kernel's answer. The kernel model answers the step once with
+// explains the kernel's answer. The model (package internal/model, which
+// the differential tests diff the table against) answers the step once with
 // the features the running kernel has (found by the probes of
 // probe_linux_test.go when the test starts), once with udpdemux's rule
 // (every feature but the ones udpdemux leaves out on purpose, the
 // deliberate differences), and once with each feature flipped in turn.
 // Binds (whose answer is an errno) and datagrams (whose answer is a set of
 // receivers) share it.
+
+// feature is a set of the model's kernel features (internal/model's
+// Features), which the classifier switches.
+type feature = model.Features
+
+// skipConnect46 is not a model feature but a knob for hunting: skip
+// connects of an IPv6 socket that already has a specific IPv6 local
+// address to a v4-mapped peer (Linux accepts them, see doConnect).
+const skipConnect46 feature = 1 << 15
+
+// each holds the model's features one by one.
+var each = func() (out []feature) {
+	for f := feature(1); f&model.Linux != 0; f <<= 1 {
+		out = append(out, f)
+	}
+	return out
+}()
 
 // verdict is the classification of one step.
 type verdict[T any] struct {
@@ -39,12 +62,12 @@ type verdict[T any] struct {
 // lacks it) makes no step deliberate: there the kernel and udpdemux agree,
 // and the step is compared as an ordinary one.
 func classify[T any](kern, excuse feature, answer func(on feature) T, equal func(a, b T) bool) verdict[T] {
-	rule := featAll &^ excuse
+	rule := model.Linux &^ excuse
 	v := verdict[T]{kernel: answer(kern), rule: answer(rule)}
 	v.deliberate = !equal(v.kernel, v.rule)
-	for _, f := range featureNames {
-		if !equal(answer(kern^f.f), v.kernel) {
-			v.matters |= f.f
+	for _, f := range each {
+		if !equal(answer(kern^f), v.kernel) {
+			v.matters |= f
 		}
 	}
 	if v.deliberate {
@@ -60,9 +83,9 @@ func classify[T any](kern, excuse feature, answer func(on feature) T, equal func
 // explains the answer.
 func explain[T any](excuse feature, answer func(on feature) T, fits func(T) bool) feature {
 	var expl feature
-	for _, f := range featureNames {
-		if excuse&f.f == 0 && fits(answer(featAll&^(excuse|f.f))) {
-			expl |= f.f
+	for _, f := range each {
+		if excuse&f == 0 && fits(answer(model.Linux&^(excuse|f))) {
+			expl |= f
 		}
 	}
 	return expl
@@ -90,13 +113,13 @@ func kindName(f, kern feature) string {
 		return "combined"
 	}
 	var s []string
-	for _, n := range featureNames {
+	for _, n := range each {
 		switch {
-		case f&n.f == 0:
-		case kern&n.f == 0:
-			s = append(s, "no-"+n.name)
+		case f&n == 0:
+		case kern&n == 0:
+			s = append(s, "no-"+n.String())
 		default:
-			s = append(s, n.name)
+			s = append(s, n.String())
 		}
 	}
 	return strings.Join(s, "+")
@@ -108,4 +131,63 @@ func explained(f feature) string {
 		return " [no modelled kernel feature explains it]"
 	}
 	return fmt.Sprintf(" [the table acts as if the kernel had no %v]", f)
+}
+
+// kmodel is the model of a scenario's kernel sockets, under the scenario's
+// socket ids (which failed binds use up too; the model's do not).
+type kmodel struct {
+	m   *model.Model
+	mid map[int]int // scenario id to model id
+	ids map[int]int // model id to scenario id
+}
+
+func newModel() *kmodel {
+	return &kmodel{m: model.New(model.Config{}), mid: map[int]int{}, ids: map[int]int{}}
+}
+
+func (b bindSpec) options() model.Options {
+	return model.Options{Addr: b.addr, Port: b.port, ReuseAddr: b.reuseAddr, ReusePort: b.reusePort,
+		Owner: b.owner, Device: b.dev, V6Only: b.v6only}
+}
+
+// check is the errno of bind b on a kernel with features on.
+func (k *kmodel) check(b bindSpec, on feature) syscall.Errno {
+	return demuxtest.Errno(k.m.Check(b.options(), on))
+}
+
+// insert records bind b, which the kernel and the table accepted, as
+// socket id.
+func (k *kmodel) insert(id int, b bindSpec) error {
+	mid, err := k.m.Insert(b.options())
+	k.mid[id], k.ids[mid] = mid, id
+	return err
+}
+
+// lookup returns the sorted ids of the sockets that may receive the
+// datagram on a kernel with features on.
+func (k *kmodel) lookup(src, dst netip.AddrPort, ifindex int, on feature) []int {
+	return k.scenarioIDs(k.m.Candidates(src, dst, ifindex, on))
+}
+
+// strays returns the ids of the sockets that the kernel may find by a
+// 4-tuple slot collision (model.Strays).
+func (k *kmodel) strays(src, dst netip.AddrPort, ifindex int) []int {
+	return k.scenarioIDs(k.m.Strays(src, dst, ifindex))
+}
+
+func (k *kmodel) connect(id int, remote netip.AddrPort, local netip.Addr) error {
+	return k.m.Connect(k.mid[id], remote, local)
+}
+
+func (k *kmodel) disconnect(id int) error     { return k.m.Disconnect(k.mid[id]) }
+func (k *kmodel) setDevice(id, dev int) error { return k.m.SetDevice(k.mid[id], dev) }
+func (k *kmodel) close(id int) error          { return k.m.Close(k.mid[id]) }
+
+func (k *kmodel) scenarioIDs(mids []int) []int {
+	var out []int
+	for _, mid := range mids {
+		out = append(out, k.ids[mid])
+	}
+	slices.Sort(out)
+	return out
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/udpdemux/udpdemux/internal/model"
 )
 
 // Knobs. Each flag (go test ./conformance -args -conformance.seed=N) has an
@@ -22,7 +24,7 @@ import (
 //	UDPDEMUX_CONFORMANCE_REPLAY     seed:index — run that one scenario, print its trace
 //	UDPDEMUX_CONFORMANCE_EXCUSE     kernel features whose differences count as
 //	                                deliberate besides the diffN (hash4,
-//	                                placeholder-fallback; see model_linux_test.go),
+//	                                placeholder-fallback; see model.Features),
 //	                                and connect46 to skip the connects that
 //	                                the table refuses; for hunting further
 //	                                differences only
@@ -61,7 +63,7 @@ func knob(flagVal, env string) string {
 // purpose: the deliberate differences of DESIGN.md and README that a
 // scenario can show (1 to 4, 6 and 7; 5 needs bind(0), whose port the
 // table and the kernel choose each on its own).
-const deliberate = featDiff1 | featDiff1Peer | featDiff2 | featDiff3 | featDiff4 | featDiff6 | featDiff7
+const deliberate = model.Linux &^ model.Udpdemux
 
 func parseExcuse(s string) (feature, error) {
 	f := deliberate
@@ -71,9 +73,9 @@ func parseExcuse(s string) (feature, error) {
 			f |= skipConnect46
 			continue
 		}
-		for _, fn := range featureNames {
-			if fn.name == n {
-				f |= fn.f
+		for _, fn := range each {
+			if fn.String() == n {
+				f |= fn
 				found = true
 			}
 		}
@@ -104,8 +106,8 @@ func parseExcuse(s string) (feature, error) {
 //
 // When it starts, the test probes the running kernel for each behaviour
 // that varies between kernels (probe_linux_test.go) and prints what it
-// found. The kernel model (model_linux_test.go) of that kernel recognises
-// the steps where the deliberate differences (DESIGN.md) change the
+// found. The model (package internal/model, with that kernel's
+// features: classify_linux_test.go) recognises the steps where the deliberate differences (DESIGN.md) change the
 // kernel's answer. Those steps are counted; the table is checked against
 // udpdemux's rule (the model without the differences) and the kernel
 // against the model, which keeps the recognition exact. A difference that

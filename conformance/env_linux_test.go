@@ -112,6 +112,13 @@ const (
 	addrPlaceholder = "127.0.0.6" // Linux's LOOPBACK4_IPV6 placeholder
 )
 
+var (
+	any4        = netip.IPv4Unspecified()
+	any6        = netip.IPv6Unspecified()
+	mappedAny   = netip.MustParseAddr("::ffff:0.0.0.0")
+	placeholder = netip.MustParseAddr(addrPlaceholder)
+)
+
 // setupEnv builds the test network. As root, in a fresh network namespace
 // with extra addresses and a veth pair; otherwise on the host's loopback.
 func setupEnv(forceLoopback bool) (*env, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/udpdemux/udpdemux/internal/model"
 )
 
 // probeEnv is an env with what the probes' steps read, for tests of the
@@ -27,27 +28,27 @@ func probeEnv() *env {
 // other feature cannot make the probe misread this one.
 func TestProbesDecide(t *testing.T) {
 	e := probeEnv()
-	seen := feature(0)
+	seen := model.Features(0)
 	for _, p := range kprobes {
 		t.Run(p.f.String(), func(t *testing.T) {
 			seen |= p.f
 			steps := p.steps(e)
-			on := featAll &^ p.off
+			on := model.Linux &^ p.off
 			with, err := modelProbe(steps, on)
 			require.NoError(t, err)
 			without, err := modelProbe(steps, on&^p.f)
 			require.NoError(t, err)
 			require.NotEqual(t, with, without, "the probe does not tell %v", p.f)
-			for _, g := range featureNames {
-				if g.f == p.f || g.f&p.off != 0 {
+			for _, g := range each {
+				if g == p.f || g&p.off != 0 {
 					continue
 				}
-				w, err := modelProbe(steps, on^g.f)
+				w, err := modelProbe(steps, on^g)
 				require.NoError(t, err)
-				wo, err := modelProbe(steps, on&^p.f^g.f)
+				wo, err := modelProbe(steps, on&^p.f^g)
 				require.NoError(t, err)
-				assert.Equal(t, with, w, "with %v: flipping %s changes the answer", p.f, g.name)
-				assert.Equal(t, without, wo, "without %v: flipping %s changes the answer", p.f, g.name)
+				assert.Equal(t, with, w, "with %v: flipping %v changes the answer", p.f, g)
+				assert.Equal(t, without, wo, "without %v: flipping %v changes the answer", p.f, g)
 			}
 			has, err := decide(p.f, with, with, without)
 			require.NoError(t, err)
@@ -59,7 +60,7 @@ func TestProbesDecide(t *testing.T) {
 			assert.Error(t, err, "an answer the model gives neither way must stop the test")
 		})
 	}
-	assert.Equal(t, featAll, seen, "every feature of the model has a probe")
+	assert.Equal(t, model.Linux, seen, "every feature of the model has a probe")
 }
 
 // TestModelFollowsProbe gives the comparison both results of the probe for
@@ -70,16 +71,14 @@ func TestProbesDecide(t *testing.T) {
 // ordinary step, where kernel and table must both say EADDRINUSE.
 func TestModelFollowsProbe(t *testing.T) {
 	steps := kprobes[0].steps(probeEnv())
-	require.Equal(t, featDiff1, kprobes[0].f)
+	require.Equal(t, model.Diff1, kprobes[0].f)
 	m := newModel()
 	for _, st := range steps[:len(steps)-1] {
-		_, err := m.probeStep(st, featAll)
+		_, err := m.probeStep(st, model.Linux)
 		require.NoError(t, err)
 	}
 	last := steps[len(steps)-1]
-	ms, pre := prepare(last.sock, last.bind)
-	require.Zero(t, pre)
-	answer := func(on feature) syscall.Errno { return m.bindResult(ms, on) }
+	answer := func(on feature) syscall.Errno { return m.check(last.bind, on) }
 	eq := func(a, b syscall.Errno) bool { return a == b }
 
 	for _, c := range []struct {
@@ -89,8 +88,8 @@ func TestModelFollowsProbe(t *testing.T) {
 		deliberate bool
 		kinds      feature
 	}{
-		{"kernel with difference 1", featAll, 0, true, featDiff1},
-		{"kernel without difference 1", featAll &^ featDiff1, syscall.EADDRINUSE, false, 0},
+		{"kernel with difference 1", model.Linux, 0, true, model.Diff1},
+		{"kernel without difference 1", model.Linux &^ model.Diff1, syscall.EADDRINUSE, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := classify(c.kern, deliberate, answer, eq)

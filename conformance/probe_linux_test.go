@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/udpdemux/udpdemux/demux/demuxtest"
+	"github.com/udpdemux/udpdemux/internal/model"
 )
 
 // Kernels differ in the behaviours the model switches with its features:
@@ -77,12 +78,12 @@ func reuseAddrPort(b *bindSpec) { b.reuseAddr, b.reusePort = true, true }
 
 // kprobes are the probes, one per feature the model has.
 var kprobes = []kprobe{
-	{f: featDiff1, needs: "", steps: func(e *env) []pstep {
+	{f: model.Diff1, needs: "", steps: func(e *env) []pstep {
 		// A compatible SO_REUSEPORT socket met before a conflicting one.
 		p, _, _ := probePorts(e)
 		return []pstep{pbind(0, "127.0.0.1", p, nil), pbind(1, "127.0.0.2", p, reusePort), pbind(2, "0.0.0.0", p, reusePort)}
 	}},
-	{f: featDiff1Peer, needs: "root", off: featDiff1, steps: func(e *env) []pstep {
+	{f: model.Diff1Peer, needs: "root", off: model.Diff1, steps: func(e *env) []pstep {
 		// A socket of the group the new one joins, met before a
 		// conflicting one that coexisted with it by its device, until
 		// SO_BINDTODEVICE unbound it.
@@ -94,7 +95,7 @@ var kprobes = []kprobe{
 			{kind: opSetDev, sock: 0},
 			pbind(2, "127.0.0.1", p, func(b *bindSpec) { b.reusePort, b.dev = true, d2 })}
 	}},
-	{f: featDiff2, needs: "root", steps: func(e *env) []pstep {
+	{f: model.Diff2, needs: "root", steps: func(e *env) []pstep {
 		// A SO_REUSEPORT socket met before a better-scoring one.
 		p, _, s := probePorts(e)
 		lo := e.devs[0].ifindex
@@ -103,13 +104,13 @@ var kprobes = []kprobe{
 			pbind(1, "127.0.0.1", p, reuseAddrPort),
 			psend("127.0.0.1", []uint16{s}, "127.0.0.1", p, lo)}
 	}},
-	{f: featDiff3, needs: "ipv6", steps: func(e *env) []pstep {
+	{f: model.Diff3, needs: "ipv6", steps: func(e *env) []pstep {
 		// An IPv6 SO_REUSEPORT socket bound after a plain one.
 		p, _, s := probePorts(e)
 		return []pstep{pbind(0, "::1", p, reuseAddr), pbind(1, "::1", p, reuseAddrPort),
 			psend("::1", []uint16{s}, "::1", p, e.devs[0].ifindex)}
 	}},
-	{f: featDiff4, needs: "ipv6", steps: func(e *env) []pstep {
+	{f: model.Diff4, needs: "ipv6", steps: func(e *env) []pstep {
 		// A bind to the placeholder on a port with more than 10 sockets.
 		p, q, _ := probePorts(e)
 		st := []pstep{pbind(0, "::", p, nil), pconnect(0, "::1", q, "::1")}
@@ -118,20 +119,20 @@ var kprobes = []kprobe{
 		}
 		return append(st, pbind(12, addrPlaceholder, p, nil))
 	}},
-	{f: featHash4, needs: "", steps: func(e *env) []pstep {
+	{f: model.Hash4, needs: "", steps: func(e *env) []pstep {
 		// Two sockets connected to one peer: the later connect wins.
 		p, q, _ := probePorts(e)
 		return []pstep{pbind(0, "127.0.0.1", p, reuseAddr), pbind(1, "127.0.0.1", p, reuseAddr),
 			pconnect(1, "127.0.0.1", q, "127.0.0.1"), pconnect(0, "127.0.0.1", q, "127.0.0.1"),
 			psend("127.0.0.1", []uint16{q}, "127.0.0.1", p, e.devs[0].ifindex)}
 	}},
-	{f: featPlaceholderFallback, needs: "ipv6", steps: func(e *env) []pstep {
+	{f: model.PlaceholderFallback, needs: "ipv6", steps: func(e *env) []pstep {
 		// IPv4 to the placeholder of a dual-stack socket connected to IPv6.
 		p, q, _ := probePorts(e)
 		return []pstep{pbind(0, "::", p, nil), pconnect(0, "::1", q, "::1"),
 			psend("127.0.0.1", []uint16{q}, addrPlaceholder, p, e.devs[0].ifindex)}
 	}},
-	{f: featDiff6, needs: "", steps: func(e *env) []pstep {
+	{f: model.Diff6, needs: "", steps: func(e *env) []pstep {
 		// Two wildcard SO_REUSEPORT sockets; one connects, which
 		// rehashes it, and disconnects. Sixteen flows: with a group of
 		// two, some reach each member.
@@ -144,7 +145,7 @@ var kprobes = []kprobe{
 			pconnect(0, "127.0.0.1", q, "127.0.0.1"), {kind: opDisconnect, sock: 0},
 			psend("127.0.0.1", ports, "127.0.0.1", p, e.devs[0].ifindex)}
 	}},
-	{f: featDiff7, needs: "root", steps: func(e *env) []pstep {
+	{f: model.Diff7, needs: "root", steps: func(e *env) []pstep {
 		// IPv6 after a disconnect, from an address other than the old
 		// peer's.
 		p, q, s := probePorts(e)
@@ -169,27 +170,24 @@ func modelProbe(steps []pstep, on feature) (string, error) {
 }
 
 // probeStep applies one probe step to the model and returns its answer.
-func (m *model) probeStep(st pstep, on feature) (string, error) {
-	s := m.socks[st.sock]
-	if st.kind != opBind && st.kind != opSend && s == nil {
+func (m *kmodel) probeStep(st pstep, on feature) (string, error) {
+	if _, ok := m.mid[st.sock]; st.kind != opBind && st.kind != opSend && !ok {
 		return "", fmt.Errorf("probe step on s%d, which is not bound", st.sock)
 	}
+	var err error
 	switch st.kind {
 	case opBind:
-		ms, pre := prepare(st.sock, st.bind)
-		if pre == 0 {
-			pre = m.bindResult(ms, on)
+		en := m.check(st.bind, on)
+		if en == 0 {
+			err = m.insert(st.sock, st.bind)
 		}
-		if pre == 0 {
-			m.insert(ms)
-		}
-		return demuxtest.ErrnoName(pre), nil
+		return demuxtest.ErrnoName(en), err
 	case opConnect:
-		m.connect(s, st.remote, st.local)
+		err = m.connect(st.sock, st.remote, st.local)
 	case opDisconnect:
-		m.disconnect(s)
+		err = m.disconnect(st.sock)
 	case opSetDev:
-		m.setDevice(s, st.dev)
+		err = m.setDevice(st.sock, st.dev)
 	case opSend:
 		var got []int
 		for _, src := range st.src {
@@ -202,7 +200,7 @@ func (m *model) probeStep(st pstep, on feature) (string, error) {
 		slices.Sort(got)
 		return setName(got), nil
 	}
-	return "ok", nil
+	return "ok", err
 }
 
 // kernelProbe runs steps on real sockets and returns the kernel's answer
@@ -309,7 +307,7 @@ func decide(f feature, got, with, without string) (bool, error) {
 // environment cannot run leaves its feature as the model has it (Linux
 // 6.18 as first measured) and says so in the notes.
 func (e *env) probeKernel() error {
-	e.kern = featAll
+	e.kern = model.Linux
 	var found, unprobed []string
 	for _, p := range kprobes {
 		if p.needs == "root" && (!e.root || len(e.devs) < 3) || p.needs == "ipv6" && len(e.dst6) == 0 {
@@ -317,10 +315,10 @@ func (e *env) probeKernel() error {
 			continue
 		}
 		steps := p.steps(e)
-		with, err := modelProbe(steps, featAll&^p.off)
+		with, err := modelProbe(steps, model.Linux&^p.off)
 		if err == nil {
 			var without, got string
-			without, err = modelProbe(steps, featAll&^(p.off|p.f))
+			without, err = modelProbe(steps, model.Linux&^(p.off|p.f))
 			if err == nil {
 				got, err = e.kernelProbe(steps)
 			}
@@ -349,5 +347,5 @@ func (e *env) probeKernel() error {
 
 // kernelNote says which features the running kernel has and lacks.
 func (e *env) kernelNote() string {
-	return fmt.Sprintf("kernel has %v, lacks %v", e.kern, featAll&^e.kern)
+	return fmt.Sprintf("kernel has %v, lacks %v", e.kern, model.Linux&^e.kern)
 }

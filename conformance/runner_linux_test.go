@@ -31,7 +31,6 @@ type rsock struct {
 	v6only    bool // effective: a specific IPv6 bind sets it
 	fd        int
 	ts        []*demux.Socket[int] // one per table
-	ms        *msock
 	connected bool
 	remote    netip.AddrPort
 	local     netip.AddrPort // getsockname
@@ -54,7 +53,7 @@ type runner struct {
 	e          *env
 	excuse     feature // features whose differences are deliberate
 	tables     []tableUT
-	m          *model
+	m          *kmodel
 	socks      map[int]*rsock
 	seq        uint64
 	st         *stats

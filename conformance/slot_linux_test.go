@@ -12,16 +12,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/udpdemux/udpdemux/internal/model"
 )
 
-// TestKernelStaleHash4 checks what model.staleHash4 claims, on the kernel:
+// TestKernelStaleHash4 checks what model.Strays claims, on the kernel:
 // a socket that connected again stays in the 4-tuple slot of its first
 // peer, and the 4-tuple lookup returns it, before a better-scoring socket,
 // exactly when its first and current 4-tuples share a slot. s1 (bound to
 // lo, so it scores more) and s0 are connected to the same peer; s0 first
 // connected to another peer x. For most x the datagram goes to s1; the test
 // tries x until s0 gets it, then checks that this x gives s0 again, that
-// the next one gives s1, and that the model names s0 in staleHash4 and s1
+// the next one gives s1, and that the model names s0 in Strays and s1
 // in its lookup.
 func TestKernelStaleHash4(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -112,18 +113,16 @@ func TestKernelStaleHash4(t *testing.T) {
 
 	m := newModel()
 	for id, dev := range []int{n.lo, 0} { // s0 is id 1 here, s1 id 0
-		ms, errno := prepare(id, bindSpec{addr: local.Addr(), port: port, reuseAddr: true, dev: dev})
-		require.Zero(t, errno)
-		m.insert(ms)
+		require.NoError(t, m.insert(id, bindSpec{addr: local.Addr(), port: port, reuseAddr: true, dev: dev}))
 		x := s1First
 		if id == 1 {
 			x = first(found)
 		}
-		m.connect(ms, x, local.Addr())
-		m.connect(ms, peer, local.Addr())
+		require.NoError(t, m.connect(id, x, local.Addr()))
+		require.NoError(t, m.connect(id, peer, local.Addr()))
 	}
-	require.Equal(t, []int{0}, m.lookup(peer, local, n.lo, featAll), "model: by score")
-	require.Contains(t, m.staleHash4(peer, local, n.lo), 1, fmt.Sprintf("model: s0 may be found in its old slot (first peer %v)", first(found)))
+	require.Equal(t, []int{0}, m.lookup(peer, local, n.lo, model.Linux), "model: by score")
+	require.Contains(t, m.strays(peer, local, n.lo), 1, fmt.Sprintf("model: s0 may be found in its old slot (first peer %v)", first(found)))
 }
 
 // udpSlots returns the number of slots of the UDP hash table of the calling

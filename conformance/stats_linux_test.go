@@ -32,7 +32,7 @@ type stats struct {
 	deliberate               map[string]int
 	matters                  map[string]int // steps whose kernel answer depends on a feature
 	modelMisses              int            // ordinary steps where the model (not the table) was wrong
-	slotCollisions           int            // datagrams the kernel delivered by a 4-tuple slot collision (model.staleHash4)
+	slotCollisions           int            // datagrams the kernel delivered by a 4-tuple slot collision (model.Strays)
 	cpuResets                int
 	longChains               int // scenarios where a port had more than 10 sockets
 }
@@ -104,9 +104,9 @@ func sortedMap(m map[string]int) string {
 // countMatters counts, for each feature in f, a step of kind ("bind",
 // "send") whose kernel answer depends on it.
 func (s *stats) countMatters(kind string, f feature) {
-	for _, n := range featureNames {
-		if f&n.f != 0 {
-			s.matters[kind+"/"+n.name]++
+	for _, n := range each {
+		if f&n != 0 {
+			s.matters[kind+"/"+n.String()]++
 		}
 	}
 }

@@ -77,22 +77,13 @@ func (r *runner) doBind(step int, o op) {
 		r.tracef("%s -> kernel %s (environment; not asked of the table)", line, demuxtest.ErrnoName(kerr))
 		return
 	}
-	ms, pre := prepare(o.id, b)
-	answer := func(on feature) syscall.Errno { return r.m.bindResult(ms, on) }
-	// A bind that prepare refuses (pre) never reaches the model's chains.
-	v := verdict[syscall.Errno]{kernel: pre, rule: pre}
-	if pre == 0 {
-		v = classify(r.e.kern, r.excuse, answer, func(a, b syscall.Errno) bool { return a == b })
-	}
+	answer := func(on feature) syscall.Errno { return r.m.check(b, on) }
+	v := classify(r.e.kern, r.excuse, answer, func(a, b syscall.Errno) bool { return a == b })
 	r.st.countMatters("bind", v.matters)
 	cause := func(got syscall.Errno) feature {
-		if pre != 0 {
-			return 0
-		}
 		return explain(r.excuse, answer, func(a syscall.Errno) bool { return a == got })
 	}
-	opts := demux.Options{Addr: b.addr, Port: b.port, ReuseAddr: b.reuseAddr, ReusePort: b.reusePort,
-		Owner: b.owner, Device: b.dev, V6Only: b.v6only}
+	opts := demux.Options(b.options())
 	terr := make([]syscall.Errno, len(r.tables))
 	tsocks := make([]*demux.Socket[int], len(r.tables))
 	var tmsgs []string
@@ -162,12 +153,18 @@ func (r *runner) doBind(step int, o op) {
 		}
 		return
 	}
-	r.m.insert(ms)
-	v6only := b.v6only || (b.addr.Is6() && b.addr != any6 && !b.addr.Is4In6())
-	r.socks[o.id] = &rsock{id: o.id, spec: b, v6only: v6only, fd: fd, ts: tsocks, ms: ms, local: sockname(fd), dev: b.dev}
-	if n := len(r.m.primary(b.port, featAll)); n > 10 {
-		r.long = true
+	if err := r.m.insert(o.id, b); err != nil {
+		r.failf(step, "bind: kernel ok, model error", "%s: kernel ok; model: %v", line, err)
 	}
+	v6only := b.v6only || (b.addr.Is6() && b.addr != any6 && !b.addr.Is4In6())
+	r.socks[o.id] = &rsock{id: o.id, spec: b, v6only: v6only, fd: fd, ts: tsocks, local: sockname(fd), dev: b.dev}
+	n := 0
+	for _, s := range r.socks {
+		if s.spec.port == b.port {
+			n++
+		}
+	}
+	r.long = r.long || n > 10
 }
 
 // remoteFor is the address a socket connects to, to reach peer p.
@@ -200,8 +197,11 @@ func (r *runner) doConnect(step int, o op) {
 	r.st.connects++
 	local := sockname(s.fd)
 	r.outcome = "local " + local.Addr().String()
-	r.m.connect(s.ms, remote, local.Addr())
 	line := fmt.Sprintf("connect s%d %v (kernel: ok, local %v)", o.id, remote, local)
+	if err := r.m.connect(o.id, remote, local.Addr()); err != nil {
+		r.failf(step, "connect: kernel ok, model error", "%s: model: %v", line, err)
+		return
+	}
 	if local.Addr().Unmap().IsUnspecified() {
 		// Routing found no source: the table gets the unspecified
 		// address, as getsockname shows it.
@@ -239,7 +239,10 @@ func (r *runner) doDisconnect(step int, o op) {
 	if s.connected && s.spec.reusePort {
 		r.st.rpDisconnects++
 	}
-	r.m.disconnect(s.ms)
+	if err := r.m.disconnect(o.id); err != nil {
+		r.failf(step, "disconnect: model error", "disconnect s%d: model: %v", o.id, err)
+		return
+	}
 	local := sockname(s.fd)
 	r.outcome = "local " + local.Addr().String()
 	line := fmt.Sprintf("disconnect s%d (kernel: local %v)", o.id, local)
@@ -283,7 +286,10 @@ func (r *runner) doSetDev(step int, o op) {
 	if o.dev == s.dev {
 		r.st.setdevSame++
 	}
-	r.m.setDevice(s.ms, o.dev)
+	if err := r.m.setDevice(o.id, o.dev); err != nil {
+		r.failf(step, "setdev: model error", "setdev s%d: model: %v", o.id, err)
+		return
+	}
 	r.outcome = "ok"
 	line := fmt.Sprintf("setdev s%d %s", o.id, r.devName(o.dev))
 	r.tracef("%s", line)
@@ -353,7 +359,10 @@ func (r *runner) doClose(step int, o op) {
 	}
 	r.st.closes++
 	syscall.Close(s.fd)
-	r.m.close(s.ms)
+	if err := r.m.close(o.id); err != nil {
+		r.failf(step, "close: model error", "close s%d: model: %v", o.id, err)
+		return
+	}
 	delete(r.socks, o.id)
 	r.tracef("close s%d", o.id)
 	for i, t := range r.tables {
@@ -467,8 +476,8 @@ func (r *runner) doSend(step int, o op) {
 		return explain(r.excuse, answer, func(want []int) bool { return ruleOK(want, got[i], groups[i]) })
 	}
 	kernelAsModelled := recv < 0 && len(v.kernel) == 0 || recv >= 0 && slices.Contains(v.kernel, recv)
-	if !kernelAsModelled && recv >= 0 && slices.Contains(r.m.staleHash4(p.addr, o.dst, ifindex), recv) {
-		// Found by chance in its old 4-tuple slot (model.staleHash4): the
+	if !kernelAsModelled && recv >= 0 && slices.Contains(r.m.strays(p.addr, o.dst, ifindex), recv) {
+		// Found by chance in its old 4-tuple slot (model.Strays): the
 		// tables must give the model's answer.
 		r.st.slotCollisions++
 		r.tracef("%s -> kernel %s, from its old 4-tuple slot; model %s; udpdemux's rule %s; table %s [4-tuple slot collision]",

@@ -1,16 +1,24 @@
 // Package model is a deliberately plain reference model of a UDP socket
-// table with Linux's semantics, for differential tests of package demux.
+// table with Linux's semantics: the differential tests of package demux
+// diff the table against it, and the kernel conformance test classifies
+// each step of the real kernel with it.
 //
 // The model keeps its sockets in one slice, in bind order, and answers every
 // question with a linear scan. It is written from the rules of DESIGN.md
-// ("Lookup", "Bind and bind(0)", "Semantics table"), not from the demux
-// implementation: when the two disagree, one of them is wrong, and a test
-// says which case. Where the rules are silent, the model follows Linux 6.18
-// as observed with real sockets on loopback, and says so where it does
-// (DESIGN.md, "Kernel behaviours found by the conformance test"): the
-// 4-tuple precedence of connected sockets, the 127.0.0.6 placeholder
-// fallback, and the order of connect's errors. Speed is
-// not a goal; being obviously right is.
+// ("Lookup", "Bind and bind(0)", "Semantics table") and from Linux 6.18's
+// net/ipv4/udp.c, net/ipv6/udp.c and net/core/sock_reuseport.c, not from
+// the demux implementation: when the two disagree, one of them is wrong,
+// and a test says which case. Where the rules are silent, the model follows
+// Linux 6.18 as observed with real sockets on loopback, and says so where
+// it does (DESIGN.md, "Kernel behaviours found by the conformance test"):
+// the 4-tuple precedence of connected sockets, the 127.0.0.6 placeholder
+// fallback, and the order of connect's errors. Speed is not a goal; being
+// obviously right is.
+//
+// The model also keeps what Linux's answers depend on and udpdemux's do not
+// (chain order, SO_REUSEPORT groups as history left them, an IPv6 socket's
+// old peer), so that Check and Candidates can answer as a kernel with
+// any set of Features; Bind, Lookup and the rest answer as udpdemux.
 //
 // Addresses follow net/netip. Datagram addresses given in v4-mapped form
 // (::ffff:a.b.c.d) are treated as IPv4, as the kernel does.
@@ -22,6 +30,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -65,6 +74,81 @@ type Config struct {
 	ReusePortIndex func(src, dst netip.AddrPort, n int) int
 }
 
+// Features are Linux behaviours that the model can answer with or without.
+// A kernel has a set of them (Linux 6.18 has them all, builds differ in
+// some); udpdemux follows Hash4 and PlaceholderFallback and leaves out the
+// others, the deliberate differences of DESIGN.md (numbered the same), on
+// purpose. The conformance test tells those apart by switching them: a
+// step is a deliberate difference exactly when its answer changes with them.
+type Features uint16
+
+const (
+	// Diff1: a bind's conflict check stops at the first socket it meets
+	// that overlaps, and allows the bind if that one is a compatible
+	// SO_REUSEPORT socket.
+	Diff1 Features = 1 << iota
+	// Diff1Peer, as Linux 6.18.44 narrowed difference 1: the check stops
+	// at the first overlapping socket that is incompatible or that the new
+	// one would share a group with (same owner, family, V6Only, address,
+	// device and SO_REUSEADDR), and allows the bind in the second case.
+	// With Diff1 it changes nothing.
+	Diff1Peer
+	// Diff2: a lookup returns the group of the first SO_REUSEPORT socket
+	// it meets with a better score than those before, unless that group
+	// (Linux's, see Diff6) has had a connected member.
+	Diff2
+	// Diff3: IPv6 SO_REUSEPORT sockets are appended at the tail of their
+	// primary chain and, until a rehash moves them, their secondary one,
+	// so they lose ties and the bind check meets them last.
+	Diff3
+	// Diff4: a bind to a specific address on a port with more than 10
+	// sockets checks only the secondary chains of its address and of the
+	// wildcard, and so misses a placeholder's holder, which is hashed
+	// under its IPv6 address.
+	Diff4
+	// Diff6: SO_REUSEPORT groups follow Linux's history. A connect, a
+	// wildcard socket's disconnect and SO_BINDTODEVICE detach a socket,
+	// and nothing puts it back; a bind joins the group of the first
+	// matching socket of the primary chain, starting one with it if it
+	// has none. Without it, a group is every unconnected SO_REUSEPORT
+	// socket of one family, V6Only, address, port, device and owner.
+	Diff6
+	// Diff7: an IPv6 socket keeps its peer's address after a disconnect,
+	// and its IPv6 lookups go on filtering on it, scoring one more.
+	Diff7
+	// Hash4 (Linux 6.13+): a lookup first returns the most recently
+	// hashed connected socket whose 4-tuple hash entry, current 4-tuple and
+	// device match, whatever the scores (see socket.hash4).
+	Hash4
+	// PlaceholderFallback (Linux 6.13+): when both secondary lookups find
+	// nothing, Linux scores the port's primary chain against the exact
+	// destination, which finds the dual-stack sockets that hold the IPv4
+	// placeholder 127.0.0.6 (DESIGN.md, "Kernel behaviours found by the
+	// conformance test").
+	PlaceholderFallback
+
+	// Linux is every feature: Linux 6.18 as first measured.
+	Linux = Diff1<<iota - 1
+	// Udpdemux is udpdemux's rules.
+	Udpdemux = Hash4 | PlaceholderFallback
+)
+
+var featureNames = []string{"diff1", "diff1-peer", "diff2", "diff3", "diff4", "diff6", "diff7", "hash4", "placeholder-fallback"}
+
+// String names the features, joined by "+"; "none" for none.
+func (f Features) String() string {
+	var s []string
+	for i, n := range featureNames {
+		if f&(1<<i) != 0 {
+			s = append(s, n)
+		}
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "+")
+}
+
 // errEphemeral is returned by Bind for port 0: the model cannot choose the
 // table's random port itself, so a test binds the table first and then
 // checks its choice with CheckEphemeral and records it with BindAt.
@@ -95,15 +179,17 @@ type Socket struct {
 // Model is the reference socket table. It is not safe for concurrent use.
 type Model struct {
 	cfg Config
-	// socks holds the live sockets, oldest first. A connect that changes a
-	// socket's local address moves it to the end: it then counts as the
-	// most recently bound socket for ties (Linux rehashes it to the head of
-	// its new secondary chain).
+	// socks holds the live sockets, oldest first: the order of Linux's
+	// secondary chains, tail first. A connect that changes a socket's
+	// local address moves it to the end: it then counts as the most
+	// recently bound socket for ties (Linux rehashes it to the head of its
+	// new secondary chain). Ids give the primary chains' order.
 	socks  []*socket
 	nextID int
 	// connects counts first connects, to order the 4-tuple precedence.
 	connects int
-	// groups holds each SO_REUSEPORT group's members in Linux's order.
+	// groups holds each of udpdemux's SO_REUSEPORT groups' members in
+	// Linux's order (Linux's own groups are in socket.group).
 	groups map[groupKey][]*socket
 }
 
@@ -130,10 +216,20 @@ type socket struct {
 	v6only    bool
 	// remote is the peer, zero when unconnected; in the family's form.
 	remote netip.AddrPort
-	// v4peer is the last IPv4 peer address an IPv6 socket connected to,
-	// Linux's inet_daddr: a later connect to an IPv6 peer leaves it (only
-	// the placeholder fallback looks at it).
+	// v4peer is the last IPv4 peer address the socket connected to,
+	// Linux's inet_daddr: an IPv6 socket's later connect to an IPv6 peer
+	// leaves it, and the IPv4 lookups of a placeholder's holder filter on
+	// it.
 	v4peer netip.Addr
+	// oldPeer6 is the address an IPv6 socket's peer had before a
+	// disconnect, which Linux keeps (Diff7); zero once it connects again.
+	oldPeer6 netip.Addr
+	// group is the socket's SO_REUSEPORT group as Linux's history left it
+	// (Diff6), nil when detached; Model.groups holds udpdemux's.
+	group *group
+	// rehashed reports that a rehash moved the socket to the head of its
+	// secondary chain, which it was appended to the tail of (Diff3).
+	rehashed bool
 	// hash4 is the order of the socket's first connect (0: never
 	// connected), and hash4Local and hash4Remote the normalized 4-tuple
 	// it connected with then. Linux 6.13+ hashes a connected socket by
@@ -153,6 +249,14 @@ var (
 	mappedAny   = netip.AddrFrom16(any4.As16()) // ::ffff:0.0.0.0
 	placeholder = netip.AddrFrom4([4]byte{127, 0, 0, 6})
 )
+
+// group is a Linux SO_REUSEPORT group: its members are the live sockets
+// that point to it.
+type group struct {
+	// hasConns is Linux's reuse->has_conns: set when a member connects,
+	// never cleared.
+	hasConns bool
+}
 
 // New returns an empty model.
 func New(cfg Config) *Model {
@@ -257,29 +361,21 @@ func hashKey(a netip.Addr) netip.Addr {
 }
 
 // overlap reports whether the addresses of a new socket n and a bound socket
-// e overlap for a bind conflict. It follows Linux's inet_rcv_saddr_equal
-// (ipv4_rcv_saddr_equal / ipv6_rcv_saddr_equal with wildcards matching),
-// which is asymmetric in one corner: a new IPv4 socket compares IPv4 sides
-// (so e's placeholder 127.0.0.6 counts), a new IPv6 socket compares IPv6
-// addresses unless both are v4-mapped or IPv4.
-func overlap(n, e *socket) bool {
-	if !n.v6 {
-		// An IPv6-only socket has no IPv4 side at all.
-		if e.v6only {
-			return false
-		}
-		return n.v4 == e.v4 || n.v4 == any4 || e.v4 == any4
-	}
+// e overlap for a bind conflict (with wild, wildcards match every address;
+// without it, only themselves). It follows Linux's inet_rcv_saddr_equal
+// (ipv4_rcv_saddr_equal / ipv6_rcv_saddr_equal), which is asymmetric in one
+// corner: a new IPv4 socket compares IPv4 sides (so e's placeholder
+// 127.0.0.6 counts), a new IPv6 socket compares IPv6 addresses unless both
+// are v4-mapped or IPv4.
+func overlap(n, e *socket, wild bool) bool {
 	// An IPv4 socket counts as v4-mapped here.
-	nMapped := n.addr.Is4In6()
+	nMapped := !n.v6 || n.addr.Is4In6()
 	eMapped := !e.v6 || e.addr.Is4In6()
-	if nMapped && eMapped {
-		// Both are IPv4 in disguise: compare as IPv4, ::ffff:0.0.0.0
-		// being the IPv4 wildcard.
-		if e.v6only {
-			return false
-		}
-		return n.v4 == e.v4 || n.v4 == any4 || e.v4 == any4
+	if !n.v6 || nMapped && eMapped {
+		// IPv4, or both IPv4 in disguise: compare IPv4 sides,
+		// ::ffff:0.0.0.0 being the IPv4 wildcard. An IPv6-only socket
+		// has no IPv4 side at all.
+		return !e.v6only && (n.v4 == e.v4 || wild && (n.v4 == any4 || e.v4 == any4))
 	}
 	nAny := n.addr == any6
 	eAny := e.v6 && e.addr == any6
@@ -289,47 +385,100 @@ func overlap(n, e *socket) bool {
 		return true
 	}
 	// "::" reaches every IPv6 address, and IPv4 ones unless V6Only.
-	if eAny && !(e.v6only && nMapped) {
-		return true
-	}
-	if nAny && !(n.v6only && eMapped) {
+	if wild && eAny && !(e.v6only && nMapped) || wild && nAny && !(n.v6only && eMapped) {
 		return true
 	}
 	return e.v6 && n.addr == e.addr
 }
 
-// conflicts reports whether binding n conflicts with the bound socket e.
-func conflicts(n, e *socket) bool {
-	if n.port != e.port {
-		return false
-	}
-	if n.reuseAddr && e.reuseAddr {
-		return false
-	}
-	if n.device != 0 && e.device != 0 && n.device != e.device {
-		return false
-	}
-	if !overlap(n, e) {
-		return false
-	}
-	// Two SO_REUSEPORT sockets of the same owner share the port. Every
-	// socket on the port counts: unlike Linux, no ReusePort socket met
-	// first excuses a conflict with another one (DESIGN.md, deliberate difference 1).
-	return !(n.reusePort && e.reusePort && n.owner == e.owner)
-}
-
-// conflictsAny reports whether n conflicts with any live socket.
-func (m *Model) conflictsAny(n *socket) bool {
-	for _, e := range m.socks {
-		if conflicts(n, e) {
+// inUse reports whether a bind of n fails for a socket of chain, met in
+// chain order (Linux's udp_lib_lport_inuse): without Diff1 and Diff1Peer,
+// whether any socket conflicts (deliberate difference 1).
+func inUse(n *socket, chain []*socket, f Features) bool {
+	for _, e := range chain {
+		if n.reuseAddr && e.reuseAddr || n.device != 0 && e.device != 0 && n.device != e.device || !overlap(n, e, true) {
+			continue
+		}
+		// Two SO_REUSEPORT sockets of the same owner share the port.
+		compatible := n.reusePort && e.reusePort && n.owner == e.owner
+		switch {
+		case f&Diff1 != 0:
+			return !compatible
+		case f&Diff1Peer != 0 && compatible && n.v6 == e.v6 && n.v6only == e.v6only && n.device == e.device &&
+			n.reuseAddr == e.reuseAddr && overlap(n, e, false):
+			return false
+		case !compatible:
 			return true
 		}
 	}
 	return false
 }
 
-// add gives s an id and appends it as the newest socket.
+// conflicts reports whether a bind of n fails, for a kernel with f
+// (Linux's udp_lib_get_port).
+func (m *Model) conflicts(n *socket, f Features) bool {
+	all := m.chain(n.port, netip.Addr{}, f)
+	if key := hashKey(n.addr); f&Diff4 != 0 && key != any4 && len(all) > 10 {
+		return inUse(n, m.chain(n.port, key, f), f) || inUse(n, m.chain(n.port, any4, f), f)
+	}
+	return inUse(n, all, f)
+}
+
+// chain returns the sockets on port in the order of Linux's chain, head
+// first: the primary chain (by port) if key is zero, else the secondary
+// chain of the key (see hashKey). The newest bound or rehashed is at the
+// head; with Diff3, IPv6 SO_REUSEPORT sockets are at the tail, oldest
+// first, unless a rehash moved one to the head of its secondary chain.
+//
+// Chains are per port and key, not per slot: the model ignores the keys
+// that share a slot of Linux's tables. With Linux's 16384 slots, seeded per
+// network namespace, a collision that matters (a wildcard socket that
+// connects and, its old and new slot being one, is not moved to the head)
+// is rare; the conformance test would count it as a model miss.
+func (m *Model) chain(port uint16, key netip.Addr, f Features) []*socket {
+	var out []*socket
+	for _, s := range m.socks {
+		if s.port == port && (!key.IsValid() || hashKey(s.addr) == key) {
+			out = append(out, s)
+		}
+	}
+	if !key.IsValid() {
+		// A rehash does not move a socket in its primary chain.
+		slices.SortFunc(out, func(a, b *socket) int { return a.id - b.id })
+	}
+	slices.Reverse(out)
+	if f&Diff3 == 0 {
+		return out
+	}
+	var head, tail []*socket
+	for _, s := range out {
+		if s.v6 && s.reusePort && (!key.IsValid() || !s.rehashed) {
+			tail = append(tail, s)
+		} else {
+			head = append(head, s)
+		}
+	}
+	slices.Reverse(tail)
+	return append(head, tail...)
+}
+
+// add gives s an id and appends it as the newest socket. A SO_REUSEPORT
+// socket joins its Linux group: that of the first socket of Linux's primary
+// chain it would share one with, which starts one if it was detached.
 func (m *Model) add(s *socket) int {
+	for _, e := range m.chain(s.port, netip.Addr{}, Linux) {
+		if s.reusePort && e.reusePort && e.owner == s.owner && e.v6 == s.v6 && e.v6only == s.v6only &&
+			e.device == s.device && overlap(s, e, false) {
+			if e.group == nil {
+				e.group = &group{}
+			}
+			s.group = e.group
+			break
+		}
+	}
+	if s.reusePort && s.group == nil {
+		s.group = &group{}
+	}
 	s.id = m.nextID
 	m.nextID++
 	m.socks = append(m.socks, s)
@@ -385,15 +534,37 @@ func (m *Model) leave(s *socket) {
 // wrap syscall.EINVAL for bad options and syscall.EADDRINUSE for a conflict;
 // on error nothing changes. Port 0 returns errEphemeral.
 func (m *Model) Bind(o Options) (int, error) {
+	if err := m.Check(o, Udpdemux); err != nil {
+		return 0, err
+	}
+	return m.Insert(o)
+}
+
+// Check returns the error that a bind of o to its explicit port gets from
+// a kernel with features f, as Bind's, and changes nothing.
+func (m *Model) Check(o Options, f Features) error {
+	s, err := newSocket(o)
+	switch {
+	case err != nil:
+		return err
+	case o.Port == 0:
+		return errEphemeral
+	case m.conflicts(s, f):
+		return errno(syscall.EADDRINUSE, "%v port %d in use", o.Addr, o.Port)
+	}
+	return nil
+}
+
+// Insert binds o to its explicit port without a conflict check, and returns
+// its id: for a test that follows a kernel, which bound it. Bad options
+// are an error, as in Bind.
+func (m *Model) Insert(o Options) (int, error) {
 	s, err := newSocket(o)
 	if err != nil {
 		return 0, err
 	}
 	if o.Port == 0 {
 		return 0, errEphemeral
-	}
-	if m.conflictsAny(s) {
-		return 0, errno(syscall.EADDRINUSE, "%v port %d in use", o.Addr, o.Port)
 	}
 	return m.add(s), nil
 }
@@ -440,7 +611,7 @@ func (m *Model) legal(o Options) ([]uint16, error) {
 			continue
 		}
 		s.port = port
-		if m.conflictsAny(s) {
+		if m.conflicts(s, Udpdemux) {
 			continue
 		}
 		free = append(free, port)
@@ -470,7 +641,7 @@ func (m *Model) CheckEphemeral(o Options, port uint16) error {
 		return fmt.Errorf("model: port %d is outside %d-%d or reserved", port, m.cfg.PortLow, m.cfg.PortHigh)
 	}
 	o.Port = port
-	if s, _ := newSocket(o); m.conflictsAny(s) {
+	if s, _ := newSocket(o); m.conflicts(s, Udpdemux) {
 		return fmt.Errorf("model: port %d conflicts with a bound socket", port)
 	}
 	return fmt.Errorf("model: port %d is in use while %d unused ports are free", port, len(ports))
@@ -524,7 +695,7 @@ func (m *Model) find(id int) (int, *socket) {
 // becomes the most recently bound socket. A socket with a specific local
 // address keeps it; local must then be zero or equal. The first successful
 // connect also records the socket's 4-tuple for the precedence of
-// connected sockets (see Lookup); reconnects do not update it.
+// connected sockets (see Candidates); reconnects do not update it.
 func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	i, s := m.find(id)
 	if s == nil {
@@ -534,16 +705,26 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	// A connected socket is in no SO_REUSEPORT group.
+	// A connected socket is in no SO_REUSEPORT group. Linux's rehash
+	// detaches a socket whose connect gives it an address, before the
+	// group learns of the connection.
 	m.leave(s)
+	if c.peer4 && s.v4 == any4 || !c.peer4 && s.addr == any6 {
+		s.group = nil
+	} else if s.group != nil {
+		s.group.hasConns = true
+	}
 	s.remote = c.remote
 	s.device = c.device
-	if c.peer4 && s.v6 {
+	s.oldPeer6 = netip.Addr{}
+	if c.peer4 {
 		s.v4peer = c.remote.Addr().Unmap()
 	}
 	// A socket that keeps its wildcard (routing found no source) is not
-	// in Linux's 4-tuple hash; its first connect with an address is.
+	// in Linux's 4-tuple hash; its first connect with an address is, and
+	// leaves its Linux group then.
 	if s.hash4 == 0 && !c.addr.Unmap().IsUnspecified() {
+		s.group = nil
 		m.connects++
 		s.hash4 = m.connects
 		s.hash4Local = normalize(netip.AddrPortFrom(c.addr, s.port))
@@ -551,12 +732,18 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 	}
 	if c.addr != s.addr {
 		if hashKey(c.addr) != hashKey(s.addr) {
-			// Rehashed: newest for ties.
-			m.socks = append(slices.Delete(m.socks, i, i+1), s)
+			m.rehash(i, s)
 		}
 		s.addr, s.v4 = c.addr, c.v4
 	}
 	return nil
+}
+
+// rehash moves s, at i in socks, to the head of its new secondary chain:
+// it is the newest for ties.
+func (m *Model) rehash(i int, s *socket) {
+	m.socks = append(slices.Delete(m.socks, i, i+1), s)
+	s.rehashed = true
 }
 
 // Disconnect returns socket id to unconnected, as connect with AF_UNSPEC
@@ -566,7 +753,9 @@ func (m *Model) Connect(id int, remote netip.AddrPort, local netip.Addr) error {
 // (newest for ties) and leaves the 4-tuple hash; one bound to a specific
 // address (::ffff:0.0.0.0 included) keeps its address, its place and its
 // first 4-tuple. An SO_REUSEPORT socket joins its group again, as the last
-// member. Unlike Linux, which unbinds the port of a socket that bind(0)
+// member (Linux's stays out of it, and a wildcard socket leaves it even if
+// it was not connected: Diff6). An IPv6 socket's peer address is kept
+// for Diff7. Unlike Linux, which unbinds the port of a socket that bind(0)
 // gave one, the socket keeps its port. A closed id is EBADF.
 func (m *Model) Disconnect(id int) error {
 	i, s := m.find(id)
@@ -578,8 +767,14 @@ func (m *Model) Disconnect(id int) error {
 	if wild {
 		addr, v4 = s.bound, s.boundV4
 	}
+	if wild {
+		s.group = nil // Linux's rehash, even when nothing else changes
+	}
 	if !s.remote.IsValid() && s.device == 0 && addr == s.addr {
 		return nil // nothing changes, not even the group's order
+	}
+	if s.v6 && s.remote.IsValid() {
+		s.oldPeer6 = s.remote.Addr()
 	}
 	m.leave(s)
 	s.remote, s.v4peer, s.device = netip.AddrPort{}, netip.Addr{}, 0
@@ -587,7 +782,7 @@ func (m *Model) Disconnect(id int) error {
 		s.hash4, s.hash4Local, s.hash4Remote = 0, netip.AddrPort{}, netip.AddrPort{}
 	}
 	if hashKey(addr) != hashKey(s.addr) {
-		m.socks = append(slices.Delete(m.socks, i, i+1), s)
+		m.rehash(i, s)
 	}
 	s.addr, s.v4 = addr, v4
 	m.join(s)
@@ -613,6 +808,7 @@ func (m *Model) SetDevice(id, dev int) error {
 	}
 	local, remote := normalize(netip.AddrPortFrom(s.addr, s.port)), normalize(s.remote)
 	move := s.hash4 != 0 && (local != s.hash4Local || remote != s.hash4Remote)
+	s.group = nil // Linux's rehash, even to the same device
 	if dev == s.device && !move {
 		return nil
 	}
@@ -782,111 +978,67 @@ func normalize(ap netip.AddrPort) netip.AddrPort {
 	return netip.AddrPortFrom(ap.Addr().WithZone("").Unmap(), ap.Port())
 }
 
-// match reports whether s is a candidate for the datagram src→dst on
-// ifindex (both normalized), and whether it is in the exact-address tier.
-func match(s *socket, src, dst netip.AddrPort, ifindex int) (ok, exact bool) {
-	if s.port != dst.Port() {
-		return false, false
-	}
-	d := dst.Addr()
-	if d.Is4() != src.Addr().Is4() {
-		// A datagram has one family.
-		return false, false
-	}
-	switch {
-	case d.Is4() && !s.v6:
-		exact = s.addr == d
-		ok = exact || s.addr == any4
-	case d.Is4():
-		// IPv4 reaches IPv6 sockets bound to ::ffff:d, to "::" unless
-		// V6Only, and to ::ffff:0.0.0.0.
-		exact = s.addr == mapped(d)
-		ok = exact || (s.addr == any6 && !s.v6only) || s.addr == mappedAny
-	case s.v6:
-		// IPv6 reaches only IPv6 sockets.
-		exact = s.addr == d
-		ok = exact || s.addr == any6
-	}
-	if !ok {
-		return false, false
-	}
-	if s.remote.IsValid() && normalize(s.remote) != src {
-		return false, false
-	}
-	if s.device != 0 && s.device != ifindex {
-		return false, false
-	}
-	return true, exact
-}
-
-// score is the rank of a candidate within its tier.
-func score(s *socket, dst netip.AddrPort) int {
+// score is Linux's compute_score for the datagram src→dst (normalized) on
+// ifindex: -1 if s does not take it, else its rank. local is the address s
+// must be bound to: the destination, or the family's wildcard. An IPv4
+// socket ranks 2 on an IPv4 datagram, an IPv6 one 1; a peer's address and a
+// peer's port that match add 4 each, a device that matches 4 (Linux adds 1
+// for each on IPv6: the same order).
+func score(s *socket, src, dst netip.AddrPort, local netip.Addr, ifindex int, f Features) int {
 	sc := 1
-	if !s.v6 && dst.Addr().Is4() {
-		sc = 2
+	peer := s.remote.Addr()
+	if dst.Addr().Is4() {
+		if s.v6only || s.v4 != local {
+			return -1
+		}
+		if !s.v6 {
+			sc = 2
+		}
+		peer = s.v4peer
+	} else if !s.v6 || s.addr != local {
+		return -1
+	} else if !peer.IsValid() && f&Diff7 != 0 {
+		peer = s.oldPeer6
+	}
+	if peer.IsValid() {
+		if peer != src.Addr() {
+			return -1
+		}
+		sc += 4
 	}
 	if s.remote.IsValid() {
-		sc += 8
+		if s.remote.Port() != src.Port() {
+			return -1
+		}
+		sc += 4
 	}
 	if s.device != 0 {
+		if s.device != ifindex {
+			return -1
+		}
 		sc += 4
 	}
 	return sc
 }
 
 // Lookup returns the socket that receives a datagram from src to dst
-// arriving on interface ifindex, and false if none does.
-//
-// The order is Linux 6.18's: first the 4-tuple precedence of connected
-// sockets (see socket.hash4), then the exact-address tier, then the
-// wildcard tier, scored as DESIGN.md ("Lookup") says, and last the placeholder
-// fallback (see placeholderFallback). If the winner is
-// in a ReusePort group and Config.ReusePortIndex answers an index outside
-// the group, it returns -1 and true, which matches no socket.
+// arriving on interface ifindex, and false if none does: the one Candidates
+// names with udpdemux's rules, or the member of its SO_REUSEPORT group that
+// Config.ReusePortIndex picks. If that index is outside the group, it
+// returns -1 and true, which matches no socket.
 func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
-	src, dst = normalize(src), normalize(dst)
-	// First the 4-tuple precedence of connected sockets (Linux's hash4):
-	// the most recently first-connected socket whose first-connect
-	// 4-tuple is this datagram's and that is connected (a disconnected
-	// socket keeps its first 4-tuple, but Linux matches the current one)
-	// and still matches it.
-	var conn *socket
-	for _, s := range m.socks {
-		if s.hash4 == 0 || !s.remote.IsValid() || s.hash4Local != dst || s.hash4Remote != src {
-			continue
-		}
-		if ok, _ := match(s, src, dst, ifindex); ok && (conn == nil || s.hash4 > conn.hash4) {
-			conn = s
-		}
+	got := m.candidates(src, dst, ifindex, Udpdemux)
+	if len(got) == 0 {
+		return 0, false
 	}
-	if conn != nil {
-		return conn.id, true
+	k, ok := keyOf(got[0])
+	if !ok {
+		return got[0].id, true
 	}
-	var best *socket
-	bestExact, bestScore := false, 0
-	for _, s := range m.socks {
-		ok, exact := match(s, src, dst, ifindex)
-		if !ok {
-			continue
-		}
-		sc := score(s, dst)
-		// The exact tier beats every wildcard socket; within a tier the
-		// higher score wins, and ">=" lets a later (newer) socket win ties.
-		if best == nil || (exact && !bestExact) || (exact == bestExact && sc >= bestScore) {
-			best, bestExact, bestScore = s, exact, sc
-		}
-	}
-	if best == nil {
-		return m.placeholderFallback(src, dst, ifindex)
-	}
-	if !best.reusePort || best.remote.IsValid() {
-		return best.id, true
-	}
-	k, _ := keyOf(best)
 	group := m.groups[k] // in Linux's order: joins append, a leaver's place goes to the last
 	idx := 0
 	if m.cfg.ReusePortIndex != nil {
-		idx = m.cfg.ReusePortIndex(src, dst, len(group))
+		idx = m.cfg.ReusePortIndex(normalize(src), normalize(dst), len(group))
 	}
 	if idx < 0 || idx >= len(group) {
 		// The index function is the table's; a bad index is its bug,
@@ -896,66 +1048,141 @@ func (m *Model) Lookup(src, dst netip.AddrPort, ifindex int) (int, bool) {
 	return group[idx].id, true
 }
 
-// holdsPlaceholder reports whether s is a dual-stack socket that a connect to an
-// IPv6 peer gave an IPv6 local address: its IPv4 side is Linux's
-// placeholder 127.0.0.6.
-func holdsPlaceholder(s *socket) bool {
-	return s.v6 && !s.v6only && s.v4 == placeholder && s.remote.IsValid()
+// Candidates returns the sorted ids of the sockets that may receive a
+// datagram from src to dst arriving on interface ifindex, for a kernel
+// with features f: none, the one socket, or the SO_REUSEPORT group that
+// the winner hands the datagram to.
+//
+// The order is Linux 6.18's: first the 4-tuple precedence of connected
+// sockets (Hash4), then the secondary chain of the destination, then that
+// of the wildcard, each scored (see score) head first with a strictly
+// better score needed to win (so the newest wins ties), and last the
+// placeholder fallback (PlaceholderFallback).
+func (m *Model) Candidates(src, dst netip.AddrPort, ifindex int, f Features) []int {
+	var ids []int
+	for _, s := range m.candidates(src, dst, ifindex, f) {
+		ids = append(ids, s.id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
-// placeholderFallback is Linux 6.18's last resort for an IPv4 datagram that
-// no socket matched: a socket holding the placeholder (see
-// holdsPlaceholder) receives it if it is addressed to
-// 127.0.0.6 and comes from the current peer's port — and from the address
-// of the last IPv4 peer the socket connected to, if it ever reconnected to
-// one (Linux's inet_daddr, which connects to IPv6 peers leave alone); else
-// any source address passes. Among those sockets, a remembered IPv4 peer that
-// matches and a bound device each add 4 to the score (as in Linux's
-// compute_score), and ties go to the newest by bind order (the port's
-// primary chain). All of this was checked on Linux 6.18 with real sockets.
-func (m *Model) placeholderFallback(src, dst netip.AddrPort, ifindex int) (int, bool) {
-	if dst.Addr() != placeholder || !src.Addr().Is4() {
-		return 0, false
+func (m *Model) candidates(src, dst netip.AddrPort, ifindex int, f Features) []*socket {
+	src, dst = normalize(src), normalize(dst)
+	if dst.Addr().Is4() != src.Addr().Is4() {
+		return nil // a datagram has one family
 	}
-	var best *socket
-	bestScore := 0
+	if f&Hash4 != 0 {
+		// The most recently hashed socket whose 4-tuple hash entry is
+		// this datagram's and whose current 4-tuple is too (a socket
+		// that connected again stays at its first).
+		var conn *socket
+		for _, s := range m.socks {
+			if s.hash4 != 0 && s.remote.IsValid() && s.hash4Local == dst && s.hash4Remote == src &&
+				score(s, src, dst, dst.Addr(), ifindex, f) > 0 && (conn == nil || s.hash4 > conn.hash4) {
+				conn = s
+			}
+		}
+		if conn != nil {
+			return []*socket{conn}
+		}
+	}
+	locals := tiers(dst)
+	if f&PlaceholderFallback != 0 {
+		// The primary chain, scored against the destination: only the
+		// dual-stack sockets that hold the placeholder, hashed under
+		// their IPv6 address, score here and not in the tiers.
+		locals = append(locals, netip.Addr{})
+	}
+	for _, local := range locals {
+		chain := m.chain(dst.Port(), hashKey(local), f)
+		if !local.IsValid() {
+			local = dst.Addr()
+		}
+		var got []*socket
+		best := 0
+		for _, s := range chain {
+			sc := score(s, src, dst, local, ifindex, f)
+			if sc <= best {
+				continue
+			}
+			best, got = sc, []*socket{s}
+			if g := m.group(s, f); len(g) > 0 {
+				got = g
+				if f&Diff2 != 0 && (s.group == nil || !s.group.hasConns) {
+					return got
+				}
+			}
+		}
+		if got != nil {
+			return got
+		}
+	}
+	return nil
+}
+
+// tiers returns the local addresses of the sockets that may take a
+// datagram for dst, in the order of the secondary chains a lookup reads:
+// dst's, then the wildcard's of its family.
+func tiers(dst netip.AddrPort) []netip.Addr {
+	if dst.Addr().Is4() {
+		return []netip.Addr{dst.Addr(), any4}
+	}
+	return []netip.Addr{dst.Addr(), any6}
+}
+
+// group returns the SO_REUSEPORT group that s hands a datagram to: with
+// Diff6 the unconnected members of its Linux group, else udpdemux's; none
+// for a connected or detached socket.
+func (m *Model) group(s *socket, f Features) []*socket {
+	k, ok := keyOf(s)
+	switch {
+	case !ok:
+		return nil
+	case f&Diff6 == 0:
+		return m.groups[k]
+	}
+	var out []*socket
+	for _, e := range m.socks {
+		if s.group != nil && e.group == s.group && !e.remote.IsValid() {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Strays returns the ids of the sockets that Linux's 4-tuple lookup may
+// find for a datagram by chance: each connected again after it was hashed,
+// so its entry stays at its first 4-tuple, and its current 4-tuple and
+// device match the datagram. The lookup compares a socket's current
+// addresses, so it returns one when the two 4-tuples share a slot of the
+// hash (one lookup in as many as it has slots, a different one in each
+// network namespace, since the hash is seeded per namespace). Candidates,
+// which knows no slots, leaves them out.
+func (m *Model) Strays(src, dst netip.AddrPort, ifindex int) []int {
+	src, dst = normalize(src), normalize(dst)
+	var ids []int
 	for _, s := range m.socks {
-		if !holdsPlaceholder(s) || s.port != dst.Port() || s.remote.Port() != src.Port() {
-			continue
-		}
-		if s.v4peer.IsValid() && s.v4peer != src.Addr() {
-			continue
-		}
-		if s.device != 0 && s.device != ifindex {
-			continue
-		}
-		sc := 1
-		if s.v4peer.IsValid() {
-			sc += 4
-		}
-		if s.device != 0 {
-			sc += 4
-		}
-		if best == nil || sc > bestScore || (sc == bestScore && s.id > best.id) {
-			best, bestScore = s, sc
+		if s.hash4 != 0 && (s.hash4Local != dst || s.hash4Remote != src) && s.remote.IsValid() &&
+			(dst.Addr().Is6() || s.v4peer.IsValid()) && s.port == dst.Port() && score(s, src, dst, dst.Addr(), ifindex, 0) > 0 {
+			ids = append(ids, s.id)
 		}
 	}
-	if best == nil {
-		return 0, false
-	}
-	return best.id, true
+	return ids
 }
 
 // Receivers returns the sorted ids of every socket that receives a
 // multicast or broadcast datagram from src to dst on ifindex: every
-// candidate of Lookup, both tiers, without scoring and with every member
-// of a ReusePort group.
+// candidate of Lookup in both secondary chains, without scoring and with
+// every member of a ReusePort group.
 func (m *Model) Receivers(src, dst netip.AddrPort, ifindex int) []int {
 	src, dst = normalize(src), normalize(dst)
 	var ids []int
-	for _, s := range m.socks {
-		if ok, _ := match(s, src, dst, ifindex); ok {
-			ids = append(ids, s.id)
+	for _, local := range tiers(dst) {
+		for _, s := range m.chain(dst.Port(), hashKey(local), Udpdemux) {
+			if src.Addr().Is4() == dst.Addr().Is4() && score(s, src, dst, local, ifindex, Udpdemux) > 0 && !slices.Contains(ids, s.id) {
+				ids = append(ids, s.id)
+			}
 		}
 	}
 	slices.Sort(ids)

@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -551,4 +552,140 @@ func TestCloseForgets(t *testing.T) {
 	assert.Equal(t, b, got)
 	assert.Equal(t, 1, m.Len())
 	assert.True(t, errors.Is(m.Close(a), syscall.EBADF))
+}
+
+// TestFeatures checks each kernel feature on the smallest scenario whose
+// answer it changes (the conformance test's probes run the same scenarios
+// on the kernel): the answer with the feature, without it, and that
+// udpdemux's rules (Bind, Lookup) give the one udpdemux follows.
+func TestFeatures(t *testing.T) {
+	const p, q = 50000, 50001
+	src4, src6 := ap("127.0.0.1:40000"), ap("[::1]:40000")
+	dst4, dst6 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), p), netip.AddrPortFrom(netip.IPv6Loopback(), p)
+	peer4, peer6 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), q), netip.AddrPortFrom(netip.IPv6Loopback(), q)
+	bind := func(o Options) func(*Model, Features) string {
+		return func(m *Model, f Features) string {
+			var en syscall.Errno
+			if errors.As(m.Check(o, f), &en) {
+				return en.Error()
+			}
+			return "ok"
+		}
+	}
+	send := func(srcs []netip.AddrPort, dst netip.AddrPort, ifindex int) func(*Model, Features) string {
+		return func(m *Model, f Features) string {
+			got := map[int]bool{}
+			for _, src := range srcs {
+				for _, id := range m.Candidates(src, dst, ifindex, f) {
+					got[id] = true
+				}
+			}
+			return fmt.Sprint(got)
+		}
+	}
+	var flows []netip.AddrPort
+	for i := range uint16(16) {
+		flows = append(flows, netip.AddrPortFrom(src4.Addr(), 40000+i))
+	}
+	for _, c := range []struct {
+		f     Features // the feature
+		off   Features // features that would hide it
+		setup func(t *testing.T, m *Model)
+		ask   func(*Model, Features) string
+		with  string
+		other string // the answer without f
+	}{
+		{f: Diff1, setup: func(t *testing.T, m *Model) {
+			mustBind(t, m, opt("127.0.0.1", p))
+			mustBind(t, m, opt("127.0.0.2", p, rp))
+		}, ask: bind(opt("0.0.0.0", p, rp)), with: "ok", other: "address already in use"},
+		{f: Diff1Peer, off: Diff1, setup: func(t *testing.T, m *Model) {
+			s0 := mustBind(t, m, opt("127.0.0.1", p, ra, dev(3)))
+			mustBind(t, m, opt("127.0.0.1", p, rp, dev(2)))
+			require.NoError(t, m.SetDevice(s0, 0))
+		}, ask: bind(opt("127.0.0.1", p, rp, dev(2))), with: "ok", other: "address already in use"},
+		{f: Diff2, setup: func(t *testing.T, m *Model) {
+			mustBind(t, m, opt("127.0.0.1", p, ra, dev(1)))
+			mustBind(t, m, opt("127.0.0.1", p, ra, rp))
+		}, ask: send([]netip.AddrPort{src4}, dst4, 1), with: "map[1:true]", other: "map[0:true]"},
+		{f: Diff3, setup: func(t *testing.T, m *Model) {
+			mustBind(t, m, opt("::1", p, ra))
+			mustBind(t, m, opt("::1", p, ra, rp))
+		}, ask: send([]netip.AddrPort{src6}, dst6, 1), with: "map[0:true]", other: "map[1:true]"},
+		{f: Diff4, setup: func(t *testing.T, m *Model) {
+			s := mustBind(t, m, opt("::", p))
+			require.NoError(t, m.Connect(s, peer6, netip.IPv6Loopback()))
+			for i := range 11 {
+				mustBind(t, m, opt(netip.AddrFrom4([4]byte{127, 0, 1, byte(1 + i)}).String(), p, ra))
+			}
+		}, ask: bind(opt("127.0.0.6", p)), with: "ok", other: "address already in use"},
+		{f: Diff6, setup: func(t *testing.T, m *Model) {
+			s0 := mustBind(t, m, opt("0.0.0.0", p, rp))
+			mustBind(t, m, opt("0.0.0.0", p, rp))
+			require.NoError(t, m.Connect(s0, peer4, dst4.Addr()))
+			require.NoError(t, m.Disconnect(s0))
+		}, ask: send(flows, dst4, 1), with: "map[0:true]", other: "map[0:true 1:true]"},
+		{f: Diff7, setup: func(t *testing.T, m *Model) {
+			s := mustBind(t, m, opt("::1", p))
+			require.NoError(t, m.Connect(s, peer6, netip.Addr{}))
+			require.NoError(t, m.Disconnect(s))
+		}, ask: send([]netip.AddrPort{ap("[fd00::2]:40000")}, dst6, 1), with: "map[]", other: "map[0:true]"},
+		{f: Hash4, setup: func(t *testing.T, m *Model) {
+			s0 := mustBind(t, m, opt("127.0.0.1", p, ra))
+			s1 := mustBind(t, m, opt("127.0.0.1", p, ra))
+			require.NoError(t, m.Connect(s1, peer4, netip.Addr{}))
+			require.NoError(t, m.Connect(s0, peer4, netip.Addr{}))
+		}, ask: send([]netip.AddrPort{peer4}, dst4, 1), with: "map[0:true]", other: "map[1:true]"},
+		{f: PlaceholderFallback, setup: func(t *testing.T, m *Model) {
+			s := mustBind(t, m, opt("::", p))
+			require.NoError(t, m.Connect(s, peer6, netip.IPv6Loopback()))
+		}, ask: send([]netip.AddrPort{ap("127.0.0.1:50001")}, ap("127.0.0.6:50000"), 1), with: "map[0:true]", other: "map[]"},
+	} {
+		t.Run(c.f.String(), func(t *testing.T) {
+			m := New(Config{})
+			c.setup(t, m)
+			on := Linux &^ c.off
+			assert.Equal(t, c.with, c.ask(m, on), "with %v", c.f)
+			assert.Equal(t, c.other, c.ask(m, on&^c.f), "without %v", c.f)
+			rule := c.other
+			if Udpdemux&c.f != 0 {
+				rule = c.with
+			}
+			assert.Equal(t, rule, c.ask(m, Udpdemux), "udpdemux's rules")
+		})
+	}
+}
+
+// TestStrays checks the sockets that a 4-tuple slot collision can reveal:
+// one that connected again, not one whose entry is the datagram's 4-tuple.
+func TestStrays(t *testing.T) {
+	m := New(Config{})
+	dst, peer := ap("127.0.0.1:1"), ap("127.0.0.2:5000")
+	again := mustBind(t, m, opt("127.0.0.1", 1, ra, dev(1)))
+	once := mustBind(t, m, opt("127.0.0.1", 1, ra))
+	require.NoError(t, m.Connect(again, ap("127.0.0.9:5000"), netip.Addr{}))
+	require.NoError(t, m.Connect(again, peer, netip.Addr{}))
+	require.NoError(t, m.Connect(once, peer, netip.Addr{}))
+	assert.Equal(t, []int{once}, m.Candidates(peer, dst, 1, Linux), "its entry matches")
+	assert.Equal(t, []int{again}, m.Strays(peer, dst, 1))
+	assert.Empty(t, m.Strays(peer, dst, 2), "bound to another device")
+	assert.Empty(t, m.Strays(ap("127.0.0.9:5000"), dst, 1), "no longer its peer")
+}
+
+// TestInsertFollowsKernel checks that Insert binds what Check refuses,
+// and that Check changes nothing.
+func TestInsertFollowsKernel(t *testing.T) {
+	m := New(Config{})
+	mustBind(t, m, opt("127.0.0.1", 1))
+	o := opt("0.0.0.0", 1)
+	require.ErrorIs(t, m.Check(o, Udpdemux), syscall.EADDRINUSE)
+	assert.Equal(t, 1, m.Len())
+	id, err := m.Insert(o)
+	require.NoError(t, err)
+	assert.Equal(t, 2, m.Len())
+	got, ok := m.Lookup(ap("127.0.0.2:5"), ap("127.0.0.3:1"), 0)
+	assert.True(t, ok)
+	assert.Equal(t, id, got)
+	_, err = m.Insert(opt("::ffff:127.0.0.1", 1, v6))
+	assert.ErrorIs(t, err, syscall.EINVAL)
 }
