@@ -1,0 +1,214 @@
+package grow
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/udpdemux/udpdemux/bind"
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
+)
+
+// writer drives an Engine the way package demux's writes do, for tests
+// that need sockets through connects and closes: each write holds its
+// port's lock, each state of a socket is a new entry (set as the socket's
+// current one before it is published), entries are ordered by one
+// counter, and a socket enters the 4-tuple hash (Hash4) at its first
+// connect with a source address, where later connects leave it.
+type writer struct {
+	t   testing.TB
+	g   *Engine
+	seq uint64
+}
+
+// wsock is one socket of a writer.
+type wsock struct {
+	sk *sock.Socket
+	// addr and v6only are what the socket was bound with, which a
+	// disconnect of a wildcard socket binds again.
+	addr   netip.Addr
+	v6only bool
+	// bindSeq is the order of its last bind or rehash; place, if placed,
+	// its 4-tuple in the 4-tuple hash, with that 4-tuple's order.
+	bindSeq uint64
+	place   sock.Tuple
+	placed  bool
+}
+
+// bindOpts are the options of writer.bind beyond the address and port.
+type bindOpts struct {
+	v6only    bool
+	reusePort bool
+	owner     uint32
+	device    int32
+}
+
+// newWriter returns a writer on a new engine with the given threshold
+// (AlwaysScan, AlwaysIndex, or a hybrid threshold), seeded by seed.
+func newWriter(t testing.TB, threshold int, seed uint64) *writer {
+	r := rand.New(rand.NewPCG(seed, 0x9e37))
+	g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, threshold, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
+	return &writer{t: t, g: g}
+}
+
+func (w *writer) next() uint64 { w.seq++; return w.seq }
+
+// bind binds a new socket to addr:port with SO_REUSEADDR (the engine
+// checks no conflict on Link, and the tests want every socket they bind).
+func (w *writer) bind(addr netip.Addr, port uint16, o bindOpts) *wsock {
+	l, err := ipv6.Bind(addr, o.v6only, int(o.device), nil)
+	require.NoError(w.t, err)
+	flags := l.Flags | sock.ReuseAddr
+	if o.reusePort {
+		flags |= sock.ReusePort
+	}
+	s := &wsock{sk: new(sock.Socket), addr: addr, v6only: o.v6only}
+	e := &sock.Entry{Face: sock.Face{Port: port, Flags: flags, V4: l.V4, V6: l.V6, Device: int32(l.Device),
+		Ref: sock.Ref{Sock: s.sk}}, Owner: o.owner}
+	if e.Device == 0 {
+		e.Device = o.device
+	}
+	pr := w.g.LockPort(port)
+	defer w.g.Unlock(pr)
+	e.Seq = w.next()
+	s.bindSeq = e.Seq
+	s.sk.Cur.Store(e)
+	w.g.Link(pr, e)
+	return s
+}
+
+// connect connects s to peer from src (for a wildcard socket; the
+// unspecified address of the peer's family keeps an IPv4 wildcard). It
+// returns ipv6.Connect's error, leaving s as it was.
+func (w *writer) connect(s *wsock, peer netip.AddrPort, src netip.Addr) error {
+	old := s.sk.Cur.Load()
+	pr := w.g.LockPort(old.Port)
+	defer w.g.Unlock(pr)
+	l, p, err := ipv6.Connect(localOf(old), int(old.Device), peer, src, nil)
+	if err != nil {
+		return err
+	}
+	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
+		Ref: old.Ref, Remote: p.Addr, RemotePort: p.Port}, Owner: old.Owner, Peer4: old.Peer4}
+	setLocal(e, l)
+	if p.Device != 0 {
+		e.Device = int32(p.Device)
+	}
+	if e.Remote.IsMapped() && e.Has(sock.Is6) {
+		e.Peer4 = e.Remote.V4()
+	}
+	if e.Key() != old.Key() {
+		s.bindSeq = w.next()
+	}
+	if !s.placed && !e.IsWild() {
+		s.place, s.placed = sock.TupleOf(e), true
+		s.place.Seq = w.next()
+	}
+	e.Flags &^= sock.Hash4
+	e.Seq = s.bindSeq
+	if t := sock.TupleOf(e); s.placed {
+		if t.Seq = s.place.Seq; t == s.place {
+			e.Flags |= sock.Hash4
+			e.Seq = s.place.Seq
+		}
+	}
+	w.replace(pr, s, old, e)
+	return nil
+}
+
+// disconnect disconnects s: a wildcard socket gets its wildcard back and
+// leaves the 4-tuple hash, a specific one keeps its place there.
+func (w *writer) disconnect(s *wsock) {
+	old := s.sk.Cur.Load()
+	pr := w.g.LockPort(old.Port)
+	defer w.g.Unlock(pr)
+	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
+		Owner: old.Owner}
+	l := localOf(old)
+	wild := s.addr.IsUnspecified()
+	if wild {
+		var err error
+		l, err = ipv6.Bind(s.addr, s.v6only, 0, nil)
+		require.NoError(w.t, err)
+	}
+	setLocal(e, l)
+	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
+		return
+	}
+	if e.Key() != old.Key() {
+		s.bindSeq = w.next()
+	}
+	if wild {
+		s.placed = false
+	}
+	e.Seq = s.bindSeq
+	w.replace(pr, s, old, e)
+}
+
+// replace publishes e in place of old, joining an unconnected ReusePort e
+// to its group.
+func (w *writer) replace(pr *Port, s *wsock, old, e *sock.Entry) {
+	join := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+	if join {
+		e.Group = w.g.GroupOf(pr, e)
+	}
+	s.sk.Cur.Store(e)
+	if join {
+		e.Group.Add(e)
+	}
+	w.g.Replace(pr, old, e)
+}
+
+// close unlinks s.
+func (w *writer) close(s *wsock) {
+	e := s.sk.Cur.Load()
+	pr := w.g.LockPort(e.Port)
+	defer w.g.Unlock(pr)
+	w.g.Unlink(pr, e)
+	s.sk.Closed.Store(true)
+}
+
+// verify fails the test if the engine's structures disagree.
+func (w *writer) verify(msgAndArgs ...any) {
+	w.t.Helper()
+	var errs []string
+	w.g.Verify(func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) })
+	require.Empty(w.t, errs, msgAndArgs...)
+}
+
+// lookup returns the socket Lookup gives the datagram from src to dst on
+// interface ifindex, and its path; nil for none or an undeliverable one.
+func (w *writer) lookup(src, dst netip.AddrPort, ifindex int) (*sock.Socket, lookup.Path) {
+	var q lookup.Query
+	if !q.Init(src, dst, ifindex) {
+		return nil, lookup.Primary
+	}
+	r, p := w.g.Lookup(&q)
+	return sockOf(r), p
+}
+
+// lookup4 is lookup through Lookup4, for IPv4 datagrams.
+func (w *writer) lookup4(src, dst netip.AddrPort, ifindex int) (*sock.Socket, lookup.Path) {
+	var q lookup.Query
+	r, p, _ := w.g.Lookup4(src, dst, ifindex, &q)
+	return sockOf(r), p
+}
+
+// localOf returns e's local side.
+func localOf(e *sock.Entry) ipv6.Local {
+	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
+}
+
+// setLocal gives e the local side l.
+func setLocal(e *sock.Entry, l ipv6.Local) {
+	e.Flags = e.Flags&^addrFlags | l.Flags
+	e.V4, e.V6 = l.V4, l.V6
+}
+
+// addrFlags are the flags of an entry's local side.
+const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
