@@ -72,3 +72,41 @@ func BenchmarkBindLongChain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWrites measures the three writes of a socket's life, bind to an
+// explicit port, connect and close, on a port that already holds n
+// sockets, in each storage: the writes that take every kind of port and
+// index lock.
+func BenchmarkWrites(b *testing.B) {
+	for _, st := range []struct {
+		name  string
+		slots int
+	}{{"grow", 0}, {"fixed", 65536}} {
+		for _, n := range []int{1, 1000} {
+			b.Run(fmt.Sprintf("%s/%d", st.name, n), func(b *testing.B) {
+				tab, err := demux.New[int](demux.Config{Slots: st.slots})
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range n {
+					if _, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 443}, i); err != nil {
+						b.Fatal(err)
+					}
+				}
+				peer := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), 5000)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; b.Loop(); i++ {
+					s, err := tab.Bind(demux.Options{Addr: addrN(n + i%1000), Port: 443}, i)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := tab.Connect(s, peer, netip.Addr{}); err != nil {
+						b.Fatal(err)
+					}
+					tab.Close(s)
+				}
+			})
+		}
+	}
+}
