@@ -1,18 +1,35 @@
-// Package lockorder is the lock hierarchy of the fixed storage's slots and
-// the only way the other packages take those locks.
+// Package lockorder is the lock hierarchy of udpdemux's writes, in both
+// storages, and the only way the other packages take those locks: each is
+// a Mutex, which only a Guard's methods lock.
 //
-// The order is: at most one primary (port) slot, then secondary (address,
-// port) slots in strictly ascending index. Every write operation takes its
-// locks through one Guard, which releases them all at once. Lookups take no
-// lock at all. (The growing storage's order, a port's record lock, then
-// one index line lock at a time, is package grow's and is not checked
-// here: a check needs the locks a goroutine holds, which its writes carry
-// no Guard to record.)
+// The order, from the first lock a write may take to the last:
+//
+//   - bind(0)'s random source (bind.Rand's lock, which a table has only
+//     with Config.Rand) is taken holding nothing, and nothing is taken
+//     while it is held: the source is the caller's code.
+//   - The port's lock: the fixed storage's primary slot, the growing
+//     storage's port record; at most one.
+//   - Fixed: secondary slots, in strictly ascending index, released
+//     together with the primary by Unlock.
+//   - Growing: the resize lock of one index (TryLockResize, which never
+//     waits), taken with no line lock held; then index line locks, one at
+//     a time (a resize takes each old line's in turn). Each is released
+//     on its own, the port's last.
+//
+// Every write operation takes its locks through one Guard. The fixed
+// storage's writes always carry one; the growing storage's carry the one
+// Begin returns, nil while checking is off, and a nil Guard's methods only
+// lock and unlock, so that the check costs those writes a branch. Lookups
+// take no lock, but for the growing storage's last attempt, which takes
+// the port's lock as a write does.
 //
 // With checking on (SetChecking, for tests), a Guard verifies each
-// acquisition against the hierarchy and panics with a description of the
-// violation: a secondary before the primary, a second primary, a secondary
-// at or below one already held, or the same lock twice.
+// acquisition and release against the order and panics with a description
+// of the violation, before it waits for the lock: so a test that breaks
+// the order fails at once, and never deadlocks first. What a Guard sees is
+// one write, from its first lock (the port's, or bind(0)'s first draw) to
+// its last release; a write begun inside another, with a Guard of its
+// own, is beyond it.
 //
 // This is an implementation package of udpdemux, exported only so that the
 // module's other packages can use it: its API may change in any release,
@@ -25,8 +42,8 @@ import (
 	"sync/atomic"
 )
 
-// Mutex is a slot lock. Its zero value is unlocked. It can be taken only
-// through a Guard.
+// Mutex is a lock of the hierarchy. Its zero value is unlocked. It can be
+// taken only through a Guard.
 type Mutex struct{ mu sync.Mutex }
 
 var checking atomic.Bool
@@ -39,10 +56,63 @@ const maxHeld = 4
 // Guard holds the locks of one write operation. The zero value holds none.
 // A Guard must not be copied after its first acquisition.
 type Guard struct {
+	// The fixed storage's slot locks, released together.
 	held    [maxHeld]*Mutex
 	n       int
 	primary bool
 	lastSec int // index of the last secondary slot locked, -1 if none
+
+	// The locks released one by one: the growing storage's, and the
+	// random source's, which both storages' bind(0) takes.
+	port, resize, line, source bool
+}
+
+// guards recycles the growing storage's Guards, so that its writes
+// allocate none with checking on either (package demux's allocation tests
+// run with it on).
+var guards = sync.Pool{New: func() any { return new(Guard) }}
+
+// Begin returns the Guard of a write of the growing storage: nil while
+// checking is off, when the write's locks need no bookkeeping. Release it
+// with End once the write holds nothing.
+func Begin() *Guard {
+	if !checking.Load() {
+		return nil
+	}
+	return guards.Get().(*Guard)
+}
+
+// End checks that g's write holds nothing and recycles g. g may be nil.
+func (g *Guard) End() {
+	if g != nil {
+		g.end()
+	}
+}
+
+//go:noinline
+func (g *Guard) end() {
+	if h := g.holding(); h != "" && checking.Load() {
+		panic("lockorder: a write ends holding " + h)
+	}
+	*g = Guard{}
+	guards.Put(g)
+}
+
+// holding names a lock that g's write holds, "" if none.
+func (g *Guard) holding() string {
+	switch {
+	case g.source:
+		return "the random source's lock"
+	case g.line:
+		return "an index line lock"
+	case g.resize:
+		return "a resize lock"
+	case g.port:
+		return "a port record lock"
+	case g.n > 0:
+		return "a slot lock"
+	}
+	return ""
 }
 
 // Primary locks the primary slot lock m (slot index idx).
@@ -53,6 +123,9 @@ func (g *Guard) Primary(m *Mutex, idx int) {
 		}
 		if g.n > 0 {
 			panic(fmt.Sprintf("lockorder: primary slot %d after a secondary slot", idx))
+		}
+		if h := g.holding(); h != "" {
+			panic(fmt.Sprintf("lockorder: primary slot %d while holding %s", idx, h))
 		}
 	}
 	g.push(m)
@@ -109,4 +182,173 @@ func (g *Guard) Unlock() {
 	g.n = 0
 	g.primary = false
 	g.lastSec = -1
+}
+
+// The growing storage's locks, each taken and released on its own, and
+// the random source's. A nil Guard (checking off) keeps no books: its
+// methods only lock and unlock.
+//
+// The locks every write takes, the port record's and the index lines',
+// are taken by the caller: LockingPort and LockingLine check and record
+// the acquisition and return the lock, which the caller locks at once
+// (o.LockingLine(m).Lock()). A method that locked would cost every write
+// a call per lock with checking off, since sync.Mutex's Lock alone fills
+// the compiler's inlining budget; these inline, and cost a branch.
+
+// LockingPort checks that the write may take m, a port record lock, now
+// (first, holding nothing), records it and returns the lock to take.
+func (g *Guard) LockingPort(m *Mutex) *sync.Mutex {
+	if g != nil {
+		g.taking(portLock)
+	}
+	return &m.mu
+}
+
+// UnlockingPort checks that the write holds the port record lock m and
+// nothing inside it, records its release and returns the lock to release.
+func (g *Guard) UnlockingPort(m *Mutex) *sync.Mutex {
+	if g != nil {
+		g.releasing(portLock)
+	}
+	return &m.mu
+}
+
+// LockingLine checks that the write may take m, an index line lock, now
+// (inside the port record lock, holding no other line lock), records it
+// and returns the lock to take.
+func (g *Guard) LockingLine(m *Mutex) *sync.Mutex {
+	if g != nil {
+		g.taking(lineLock)
+	}
+	return &m.mu
+}
+
+// UnlockingLine checks that the write holds an index line lock, records
+// the release of m and returns the lock to release.
+func (g *Guard) UnlockingLine(m *Mutex) *sync.Mutex {
+	if g != nil {
+		g.releasing(lineLock)
+	}
+	return &m.mu
+}
+
+// TryLockResize takes m, an index's resize lock, if it is free, and
+// reports whether it took it: inside the port record lock, holding no
+// line lock.
+func (g *Guard) TryLockResize(m *Mutex) bool {
+	if g != nil {
+		g.check(resizeLock)
+	}
+	if !m.mu.TryLock() {
+		return false
+	}
+	if g != nil {
+		g.resize = true
+	}
+	return true
+}
+
+// UnlockResize releases m, a resize lock, after every line lock.
+func (g *Guard) UnlockResize(m *Mutex) {
+	if g != nil {
+		g.releasing(resizeLock)
+	}
+	m.mu.Unlock()
+}
+
+// LockSource locks m, bind(0)'s random source's lock: a leaf, taken
+// holding nothing. Both storages take it (the fixed storage's Guard is
+// never nil).
+func (g *Guard) LockSource(m *Mutex) {
+	if g != nil {
+		g.taking(sourceLock)
+	}
+	m.mu.Lock()
+}
+
+// UnlockSource releases m, the random source's lock.
+func (g *Guard) UnlockSource(m *Mutex) {
+	if g != nil {
+		g.releasing(sourceLock)
+	}
+	m.mu.Unlock()
+}
+
+// The kinds of locks a Guard records one by one.
+type kind uint8
+
+const (
+	portLock kind = iota
+	resizeLock
+	lineLock
+	sourceLock
+)
+
+var kindNames = [...]string{"a port record lock", "a resize lock", "an index line lock", "the random source's lock"}
+
+// flag returns the bookkeeping of k.
+func (g *Guard) flag(k kind) *bool {
+	switch k {
+	case portLock:
+		return &g.port
+	case resizeLock:
+		return &g.resize
+	case lineLock:
+		return &g.line
+	}
+	return &g.source
+}
+
+// taking checks that the write may take a lock of kind k now, and records
+// it. Not inlined, so that the methods that call it inline.
+//
+//go:noinline
+func (g *Guard) taking(k kind) {
+	g.check(k)
+	*g.flag(k) = true
+}
+
+// check panics, with checking on, unless the write may take a lock of
+// kind k now.
+func (g *Guard) check(k kind) {
+	if !checking.Load() {
+		return
+	}
+	what := kindNames[k]
+	switch k {
+	case portLock, sourceLock:
+		if h := g.holding(); h != "" {
+			panic("lockorder: " + what + " while holding " + h)
+		}
+		return
+	}
+	switch {
+	case g.source:
+		panic("lockorder: " + what + " while holding the random source's lock")
+	case !g.port:
+		panic("lockorder: " + what + " without the port record lock")
+	case g.line:
+		panic("lockorder: " + what + " while holding an index line lock")
+	case k == resizeLock && g.resize:
+		panic("lockorder: a second resize lock while one is held")
+	}
+}
+
+// releasing checks that the write holds a lock of kind k, and none that
+// must be released before it (the port record lock goes last, a resize
+// lock after every line lock), and records its release.
+//
+//go:noinline
+func (g *Guard) releasing(k kind) {
+	held := g.flag(k)
+	if checking.Load() {
+		if !*held {
+			panic("lockorder: releases " + kindNames[k] + " it does not hold")
+		}
+		*held = false
+		if h := g.holding(); h != "" && (k == portLock || k == resizeLock && g.line) {
+			panic("lockorder: releases " + kindNames[k] + " while holding " + h)
+		}
+	}
+	*held = false
 }

@@ -92,3 +92,113 @@ func TestUncheckedStillLocks(t *testing.T) {
 	g.Unlock()
 	assert.True(t, p.mu.TryLock())
 }
+
+// TestGrowingOrder: the order of the locks a Guard takes one by one, the
+// growing storage's and the random source's.
+func TestGrowingOrder(t *testing.T) {
+	old := SetChecking(true)
+	defer SetChecking(old)
+	var port, port2, line, line2, resize, source, slot Mutex
+	steps := map[string]func(g *Guard){
+		"port":      func(g *Guard) { g.LockingPort(&port).Lock() },
+		"port2":     func(g *Guard) { g.LockingPort(&port2).Lock() },
+		"unport":    func(g *Guard) { g.UnlockingPort(&port).Unlock() },
+		"line":      func(g *Guard) { g.LockingLine(&line).Lock() },
+		"line2":     func(g *Guard) { g.LockingLine(&line2).Lock() },
+		"unline":    func(g *Guard) { g.UnlockingLine(&line).Unlock() },
+		"resize":    func(g *Guard) { require.True(t, g.TryLockResize(&resize)) },
+		"unresize":  func(g *Guard) { g.UnlockResize(&resize) },
+		"source":    func(g *Guard) { g.LockSource(&source) },
+		"unsource":  func(g *Guard) { g.UnlockSource(&source) },
+		"primary":   func(g *Guard) { g.Primary(&slot, 0) },
+		"unprimary": func(g *Guard) { g.Unlock() },
+		"end":       func(g *Guard) { g.End() },
+	}
+	cases := []struct {
+		name  string
+		steps []string
+		panic string // substring of the panic, "" for none
+	}{
+		{"a write", []string{"port", "line", "unline", "line", "unline", "unport", "end"}, ""},
+		{"a write that resizes", []string{"port", "line", "unline", "resize", "line", "unline", "line", "unline", "unresize", "unport", "end"}, ""},
+		{"bind(0)'s draws between ports", []string{"source", "unsource", "port", "unport", "source", "unsource", "port", "unport", "end"}, ""},
+		{"a fixed write's draw", []string{"source", "unsource", "primary", "unprimary"}, ""},
+		{"line before the port", []string{"line"}, "an index line lock without the port record lock"},
+		{"line after the port's release", []string{"port", "unport", "line"}, "an index line lock without the port record lock"},
+		{"two lines", []string{"port", "line", "line2"}, "an index line lock while holding an index line lock"},
+		{"two ports", []string{"port", "port2"}, "a port record lock while holding a port record lock"},
+		{"port inside a line", []string{"port", "line", "port2"}, "a port record lock while holding an index line lock"},
+		{"resize inside a line", []string{"port", "line", "resize"}, "a resize lock while holding an index line lock"},
+		{"resize before the port", []string{"resize"}, "a resize lock without the port record lock"},
+		{"second resize", []string{"port", "resize", "resize"}, "a second resize lock"},
+		{"draw under the port", []string{"port", "source"}, "the random source's lock while holding a port record lock"},
+		{"draw under a slot", []string{"primary", "source"}, "the random source's lock while holding a slot lock"},
+		{"port under the draw", []string{"source", "port"}, "a port record lock while holding the random source's lock"},
+		{"primary under the draw", []string{"source", "primary"}, "primary slot 0 while holding the random source's lock"},
+		{"port released before its line", []string{"port", "line", "unport"}, "releases a port record lock while holding an index line lock"},
+		{"resize released before its line", []string{"port", "resize", "line", "unresize"}, "releases a resize lock while holding an index line lock"},
+		{"line released twice", []string{"port", "line", "unline", "unline"}, "releases an index line lock it does not hold"},
+		{"write ends holding its port", []string{"port", "end"}, "a write ends holding a port record lock"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := new(Guard)
+			var got any
+			func() {
+				defer func() { got = recover() }()
+				for _, s := range tc.steps {
+					steps[s](g)
+				}
+			}()
+			if tc.panic == "" {
+				assert.Nil(t, got)
+			} else {
+				require.NotNil(t, got, "no panic")
+				assert.Contains(t, got, tc.panic)
+			}
+			// The check comes before the lock: a step that panicked took
+			// nothing. Free what the steps before it took.
+			for _, m := range []*Mutex{&port, &port2, &line, &line2, &resize, &source, &slot} {
+				m.mu.TryLock()
+				m.mu.Unlock()
+			}
+		})
+	}
+}
+
+// TestNilGuardLocks: a nil Guard, a growing write's with checking off,
+// takes and releases its locks and keeps no books.
+func TestNilGuardLocks(t *testing.T) {
+	var g *Guard
+	var m Mutex
+	for _, tc := range []struct {
+		name          string
+		lock, release func()
+	}{
+		{"port", func() { g.LockingPort(&m).Lock() }, func() { g.UnlockingPort(&m).Unlock() }},
+		{"line", func() { g.LockingLine(&m).Lock() }, func() { g.UnlockingLine(&m).Unlock() }},
+		{"resize", func() { require.True(t, g.TryLockResize(&m)) }, func() { g.UnlockResize(&m) }},
+		{"source", func() { g.LockSource(&m) }, func() { g.UnlockSource(&m) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.lock()
+			assert.False(t, m.mu.TryLock(), "not locked")
+			assert.False(t, g.TryLockResize(&m), "a busy resize lock taken")
+			tc.release()
+			require.True(t, m.mu.TryLock(), "not released")
+			m.mu.Unlock()
+		})
+	}
+	g.End()
+}
+
+// TestBeginFollowsChecking: a write of the growing storage gets a Guard
+// only while checking is on.
+func TestBeginFollowsChecking(t *testing.T) {
+	defer SetChecking(SetChecking(false))
+	assert.Nil(t, Begin())
+	SetChecking(true)
+	g := Begin()
+	require.NotNil(t, g)
+	g.End()
+}
