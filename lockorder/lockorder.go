@@ -65,6 +65,10 @@ type Guard struct {
 	// The locks released one by one: the growing storage's, and the
 	// random source's, which both storages' bind(0) takes.
 	port, resize, line, source bool
+	// failed is set by the first violation: the write's deferred
+	// releases, which run as its panic unwinds, check nothing more, so
+	// that the panic a test sees is the first violation's.
+	failed bool
 }
 
 // guards recycles the growing storage's Guards, so that its writes
@@ -91,8 +95,8 @@ func (g *Guard) End() {
 
 //go:noinline
 func (g *Guard) end() {
-	if h := g.holding(); h != "" && checking.Load() {
-		panic("lockorder: a write ends holding " + h)
+	if h := g.holding(); h != "" && g.checks() {
+		g.fail("a write ends holding " + h)
 	}
 	*g = Guard{}
 	guards.Put(g)
@@ -193,7 +197,9 @@ func (g *Guard) Unlock() {
 // the acquisition and return the lock, which the caller locks at once
 // (o.LockingLine(m).Lock()). A method that locked would cost every write
 // a call per lock with checking off, since sync.Mutex's Lock alone fills
-// the compiler's inlining budget; these inline, and cost a branch.
+// the compiler's inlining budget; these inline, and cost a branch. A
+// deferred release defers both calls, in a function: defer evaluates
+// o.UnlockingLine(m) at once, which would record the release too early.
 
 // LockingPort checks that the write may take m, a port record lock, now
 // (first, holding nothing), records it and returns the lock to take.
@@ -311,27 +317,37 @@ func (g *Guard) taking(k kind) {
 // check panics, with checking on, unless the write may take a lock of
 // kind k now.
 func (g *Guard) check(k kind) {
-	if !checking.Load() {
+	if !g.checks() {
 		return
 	}
 	what := kindNames[k]
 	switch k {
 	case portLock, sourceLock:
 		if h := g.holding(); h != "" {
-			panic("lockorder: " + what + " while holding " + h)
+			g.fail(what + " while holding " + h)
 		}
 		return
 	}
 	switch {
 	case g.source:
-		panic("lockorder: " + what + " while holding the random source's lock")
+		g.fail(what + " while holding the random source's lock")
 	case !g.port:
-		panic("lockorder: " + what + " without the port record lock")
+		g.fail(what + " without the port record lock")
 	case g.line:
-		panic("lockorder: " + what + " while holding an index line lock")
+		g.fail(what + " while holding an index line lock")
 	case k == resizeLock && g.resize:
-		panic("lockorder: a second resize lock while one is held")
+		g.fail("a second resize lock while one is held")
 	}
+}
+
+// checks reports whether g checks its write: with checking on, until the
+// first violation.
+func (g *Guard) checks() bool { return checking.Load() && !g.failed }
+
+// fail reports a violation.
+func (g *Guard) fail(msg string) {
+	g.failed = true
+	panic("lockorder: " + msg)
 }
 
 // releasing checks that the write holds a lock of kind k, and none that
@@ -341,13 +357,13 @@ func (g *Guard) check(k kind) {
 //go:noinline
 func (g *Guard) releasing(k kind) {
 	held := g.flag(k)
-	if checking.Load() {
+	if g.checks() {
 		if !*held {
-			panic("lockorder: releases " + kindNames[k] + " it does not hold")
+			g.fail("releases " + kindNames[k] + " it does not hold")
 		}
 		*held = false
 		if h := g.holding(); h != "" && (k == portLock || k == resizeLock && g.line) {
-			panic("lockorder: releases " + kindNames[k] + " while holding " + h)
+			g.fail("releases " + kindNames[k] + " while holding " + h)
 		}
 	}
 	*held = false

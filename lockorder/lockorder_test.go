@@ -202,3 +202,23 @@ func TestBeginFollowsChecking(t *testing.T) {
 	require.NotNil(t, g)
 	g.End()
 }
+
+// TestFirstViolationReported: the releases a write defers, which run as
+// its panic unwinds, check nothing more, so that the panic a test
+// recovers names the first violation, not a release it caused.
+func TestFirstViolationReported(t *testing.T) {
+	defer SetChecking(SetChecking(true))
+	var port, line, line2 Mutex
+	g := Begin()
+	var got any
+	func() {
+		defer func() { got = recover() }()
+		g.LockingPort(&port).Lock()
+		defer func() { g.UnlockingPort(&port).Unlock() }() // the release a write defers
+		g.LockingLine(&line).Lock()
+		g.LockingLine(&line2).Lock()
+	}()
+	assert.Equal(t, "lockorder: an index line lock while holding an index line lock", got)
+	assert.True(t, port.mu.TryLock(), "the port's lock still held")
+	assert.True(t, line2.mu.TryLock(), "the refused lock taken")
+}
