@@ -78,7 +78,7 @@ func TestRandIntNInRange(t *testing.T) {
 	r := NewRand(rand.NewPCG(1, 2))
 	seen := map[int]int{}
 	for range 7000 {
-		v := r.IntN(7)
+		v := r.IntN(nil, 7)
 		require.True(t, v >= 0 && v < 7)
 		seen[v]++
 	}

@@ -23,7 +23,7 @@ type Ephemeral struct {
 // socket that blocks n, and otherwise searches the ports that may be
 // shared with Bitmap.
 func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
-	took, search := x.Occ.TakeFree(x.Rand, n, func(p uint16) bool { return x.take(p, n, g) })
+	took, search := x.Occ.TakeFree(x.Rand, g, n, func(p uint16) bool { return x.take(p, n, g) })
 	switch {
 	case took:
 		return true
@@ -56,7 +56,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 	slots := x.H1.Len()
 	shift := uint(bits.TrailingZeros(uint(slots)))
 	remaining := uint64(x.Occ.Range.High-x.Occ.Range.Low) + 1
-	r := x.Rand.rand32()
+	r := x.Rand.rand32(g)
 	first := uint16(uint64(r)*remaining>>32) + x.Occ.Range.Low
 	step := uint16((r | 1) * uint32(slots))
 	var marked [65536 / sock.MinSlots / 64]uint64 // one bit per port of a chain
@@ -93,7 +93,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 // It is kept for benchmarks.
 func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 	remaining := uint32(x.Occ.Range.High-x.Occ.Range.Low) + 1
-	r := x.Rand.rand32()
+	r := x.Rand.rand32(g)
 	p := x.Occ.Range.Low + uint16(r%remaining)
 	first, step := p, uint16(r|1)
 	for {
@@ -118,9 +118,10 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 
 // Choose is bind(0) for a storage that locks and checks a port its own
 // way (package grow's): lock returns port p locked, unlock releases it,
-// and free reports whether n may bind to the locked port. It returns the
-// chosen port locked, with n.Port set, and true; or false, holding
-// nothing.
+// and free reports whether n may bind to the locked port; g is the
+// write's Guard, through which its draws take the random source's lock. It
+// returns the chosen port locked, with n.Port set, and true; or false,
+// holding nothing.
 //
 // Like Index, it picks uniformly among the ports that hold no socket
 // (Occupancy.TakeFree) and fails at once when every port holds a socket
@@ -128,9 +129,9 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 // the ports of the range from a random one by a random step prime to the
 // range's size, which visits each once, checking each with free: O(range),
 // as Linux's search is when the range is nearly full.
-func Choose[P any](o *Occupancy, rnd *Rand, n *sock.Entry, lock func(p uint16) P, unlock func(P), free func(P, *sock.Entry) bool) (P, bool) {
+func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *sock.Entry, lock func(p uint16) P, unlock func(P), free func(P, *sock.Entry) bool) (P, bool) {
 	var held P
-	took, search := o.TakeFree(rnd, n, func(p uint16) bool {
+	took, search := o.TakeFree(rnd, g, n, func(p uint16) bool {
 		held = lock(p)
 		if !o.InUse(p) { // exact under p's lock, which every writer of p holds
 			n.Port = p
@@ -147,8 +148,8 @@ func Choose[P any](o *Occupancy, rnd *Rand, n *sock.Entry, lock func(p uint16) P
 	}
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
-	start := rnd.IntN(remaining)
-	step := 1 + rnd.IntN(remaining)
+	start := rnd.IntN(g, remaining)
+	step := 1 + rnd.IntN(g, remaining)
 	for gcd(step, remaining) != 1 {
 		step++
 	}

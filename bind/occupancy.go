@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lockorder"
 )
 
 // Occupancy indexes which ports hold sockets, so bind(0) can pick
@@ -239,12 +240,14 @@ const indexTries = 8
 // the free ports and pick among them, which is uniform too. It reports
 // whether take kept a port; if not, search says whether a port that holds
 // sockets may still take n, which only a search of the used ports can
-// tell (false: every port holds a socket that blocks n outright).
-func (o *Occupancy) TakeFree(rnd *Rand, n *sock.Entry, take func(uint16) bool) (took, search bool) {
+// tell (false: every port holds a socket that blocks n outright). Its
+// draws take the random source's lock through g, the write's Guard, which
+// holds nothing between take's calls.
+func (o *Occupancy) TakeFree(rnd *Rand, g *lockorder.Guard, n *sock.Entry, take func(uint16) bool) (took, search bool) {
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
 	for range sampleTries {
-		p := r.Low + uint16(rnd.IntN(remaining))
+		p := r.Low + uint16(rnd.IntN(g, remaining))
 		if r.Allowed(p) && !o.InUse(p) && take(p) {
 			return true, false
 		}
@@ -254,7 +257,7 @@ func (o *Occupancy) TakeFree(rnd *Rand, n *sock.Entry, take func(uint16) bool) (
 		if free == 0 {
 			return false, unblocked
 		}
-		if p, ok := o.kthFree(rnd.IntN(free)); ok && take(p) {
+		if p, ok := o.kthFree(rnd.IntN(g, free)); ok && take(p) {
 			return true, false
 		}
 	}

@@ -3,10 +3,11 @@ package bind
 import (
 	"fmt"
 	"math/bits"
-	"sync"
 	"syscall"
 
 	"math/rand/v2"
+
+	"github.com/udpdemux/udpdemux/lockorder"
 )
 
 // Default ephemeral range (Linux ip_local_port_range).
@@ -92,7 +93,7 @@ func (r *Range) allowedWord(w int) uint64 {
 
 // Rand is a random source safe for concurrent use.
 type Rand struct {
-	mu  sync.Mutex
+	mu  lockorder.Mutex
 	src rand.Source // nil: rand.Uint64, the runtime's generator
 }
 
@@ -103,20 +104,25 @@ type Rand struct {
 // bind(0)'s CPU profile).
 func NewRand(src rand.Source) *Rand { return &Rand{src: src} }
 
-// Uint64 returns a random 64-bit value.
-func (r *Rand) Uint64() uint64 {
+// Uint64 returns a random 64-bit value, for a caller that is not a write
+// (a table's seeds).
+func (r *Rand) Uint64() uint64 { return r.draw(nil) }
+
+// draw returns a random 64-bit value for the write whose Guard is g,
+// which takes the source's lock, if it has one.
+func (r *Rand) draw(g *lockorder.Guard) uint64 {
 	if r.src == nil {
 		return rand.Uint64()
 	}
-	r.mu.Lock()
+	g.LockSource(&r.mu)
 	// Deferred: a source that panics must not leave every later draw
 	// waiting for the lock.
-	defer r.mu.Unlock()
+	defer g.UnlockSource(&r.mu)
 	return r.src.Uint64()
 }
 
-// rand32 returns a random 32-bit value.
-func (r *Rand) rand32() uint32 { return uint32(r.Uint64() >> 32) }
+// rand32 returns a random 32-bit value for g's write.
+func (r *Rand) rand32(g *lockorder.Guard) uint32 { return uint32(r.draw(g) >> 32) }
 
 // rejectTries bounds IntN's rejection loop. A working source is rejected
 // with probability below n/2^64 per draw, so only a broken one (a constant,
@@ -124,15 +130,16 @@ func (r *Rand) rand32() uint32 { return uint32(r.Uint64() >> 32) }
 // value rather than spin forever.
 const rejectTries = 16
 
-// IntN returns a value in [0, n), n > 0: uniform, without modulo bias, for
-// any source that is not broken, and in range whatever the source returns.
-func (r *Rand) IntN(n int) int {
+// IntN returns a value in [0, n), n > 0, for the write whose Guard is g:
+// uniform, without modulo bias, for any source that is not broken, and in
+// range whatever the source returns.
+func (r *Rand) IntN(g *lockorder.Guard, n int) int {
 	// Lemire's multiply-and-reject.
 	un := uint64(n)
 	var hi uint64
 	for range rejectTries {
 		var lo uint64
-		hi, lo = bits.Mul64(r.Uint64(), un)
+		hi, lo = bits.Mul64(r.draw(g), un)
 		if lo >= un || lo >= -un%un {
 			break
 		}

@@ -51,8 +51,12 @@
 // Every write concerns one port and holds that port record's lock, which
 // serializes all changes to the port's sockets, classes, groups and
 // summaries. Index lines have their own locks, taken inside the port lock
-// one at a time, and never the other way round. A record found dead after
-// locking (its last socket left) is retried.
+// one at a time, and never the other way round; a resize takes its map's
+// resize lock with no line lock held, then each old line's in turn. A
+// record found dead after locking (its last socket left) is retried.
+// Every one of these locks is a lockorder.Mutex, taken through the
+// write's lockorder.Guard, which the record carries while it is held
+// (Port.ord): with checking on, the Guard checks that order.
 //
 // # Bind checks
 //

@@ -3,11 +3,11 @@ package grow
 import (
 	"math"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lockorder"
 )
 
 // Strategy thresholds: how many sockets a port may hold before lookups and
@@ -105,19 +105,25 @@ type page struct {
 // socket.
 type Port struct {
 	s    *portSlot // the port's slot, which outlives the record
-	mu   sync.Mutex
+	mu   lockorder.Mutex
 	port uint16
 	dead bool // guarded by mu: no longer its page's record
+	// shared4 counts the keys of conns on the port that hold more than
+	// one entry; guarded by mu. The port's chain is marked while it is
+	// not 0 (see shared4.go). An int32, beside port and dead, keeps the
+	// record 48 bytes with ord.
+	shared4 int32
+	// ord is the Guard of the write that holds mu, or held it last (nil
+	// while checking is off), through which the write takes its index
+	// locks: the record is its holder's alone, and so can carry what the
+	// write holds.
+	ord *lockorder.Guard
 	// cc is the port's bind-check summary, guarded by mu: nil until the
 	// port first holds more than summaryMin sockets (see count), then
 	// kept while it holds one. Most ports never have one, and a record
 	// with the summary inline took 208 bytes, where it takes 48.
 	cc     *bind.Summary
 	groups map[groupKey]*sock.Group // guarded by mu
-	// shared4 counts the keys of conns on the port that hold more than
-	// one entry; guarded by mu. The port's chain is marked while it is
-	// not 0 (see shared4.go).
-	shared4 int
 }
 
 // Engine is the growing storage. Its methods that take a *Port expect it
@@ -230,8 +236,12 @@ func (g *Engine) connHashOf(e *sock.Entry) uint64 {
 func (g *Engine) hashAddr(a sock.Addr16) uint64 { return a.Hash(g.seed) }
 
 // LockPort returns port p's record, locked, making one if p holds no
-// socket. Release it with Unlock.
-func (g *Engine) LockPort(p uint16) *Port {
+// socket: the start of a write, whose locks the record's Guard checks
+// (see lockorder). Release it with Unlock.
+func (g *Engine) LockPort(p uint16) *Port { return g.lockPort(p, lockorder.Begin()) }
+
+// lockPort is LockPort for the write whose Guard is o.
+func (g *Engine) lockPort(p uint16, o *lockorder.Guard) *Port {
 	pg := g.makePage(p)
 	s, rec := &pg.slots[p&255], &pg.recs[p&255]
 	for {
@@ -244,11 +254,12 @@ func (g *Engine) LockPort(p uint16) *Port {
 			g.nport.Add(1)
 			pr = fresh
 		}
-		pr.mu.Lock()
+		o.LockingPort(&pr.mu).Lock()
 		if !pr.dead {
+			pr.ord = o
 			return pr
 		}
-		pr.mu.Unlock()
+		o.UnlockingPort(&pr.mu).Unlock()
 	}
 }
 
@@ -265,14 +276,26 @@ func (g *Engine) makePage(p uint16) *page {
 	return pg
 }
 
-// Unlock releases pr, dropping the record if its port holds no socket.
+// Unlock releases pr, dropping the record if its port holds no socket,
+// and ends the write.
 func (g *Engine) Unlock(pr *Port) {
+	o := pr.ord
+	g.release(pr)
+	o.End()
+}
+
+// release is Unlock for a write that goes on: bind(0)'s search, which
+// releases the ports it declines.
+func (g *Engine) release(pr *Port) {
 	if pr.s.list.Len() == 0 && !pr.dead {
 		pr.dead = true
 		g.pages[pr.port>>8].Load().recs[pr.port&255].Store(nil)
 		g.nport.Add(-1)
 	}
-	pr.mu.Unlock()
+	// pr.ord stays until the next holder sets its own: a write that used
+	// pr after this would take its index locks through a Guard that holds
+	// no port record lock, and fail the check.
+	pr.ord.UnlockingPort(&pr.mu).Unlock()
 }
 
 // port returns p's slot for a lookup, or nil if no socket was ever bound

@@ -49,9 +49,10 @@ package grow
 import (
 	"fmt"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/udpdemux/udpdemux/lockorder"
 )
 
 const (
@@ -97,8 +98,8 @@ type line[E any] struct {
 // table is one generation of lines.
 type table[E any] struct {
 	lines []line[E]
-	locks []sync.Mutex // locks[i/lockSpan] guards writes to line i
-	shift uint8        // line of hash h: h >> shift
+	locks []lockorder.Mutex // locks[i/lockSpan] guards writes to line i
+	shift uint8             // line of hash h: h >> shift
 	// next is the table being filled from this one; set before the first
 	// line is forwarded, then never changed.
 	next unsafe.Pointer // *table[E], loaded and stored atomically
@@ -107,7 +108,7 @@ type table[E any] struct {
 func newTable[E any](n int) *table[E] {
 	return &table[E]{
 		lines: make([]line[E], n),
-		locks: make([]sync.Mutex, (n+lockSpan-1)/lockSpan),
+		locks: make([]lockorder.Mutex, (n+lockSpan-1)/lockSpan),
 		shift: uint8(64 - bits.TrailingZeros(uint(n))),
 	}
 }
@@ -123,7 +124,7 @@ func tagOf(h uint64) uint64 { return 0x80 | h&0x7f }
 // successor returns the table being filled from t, nil if none.
 func (t *table[E]) successor() *table[E] { return (*table[E])(atomic.LoadPointer(&t.next)) }
 
-func (t *table[E]) lock(i uint64) *sync.Mutex { return &t.locks[i/lockSpan] }
+func (t *table[E]) lock(i uint64) *lockorder.Mutex { return &t.locks[i/lockSpan] }
 
 // matches returns a mask with the high bit of byte j set for each position
 // j whose tag in word w may be tag: exactly those that are, and maybe a
@@ -148,7 +149,7 @@ type Map[K any, E any] struct {
 	// apart than beside tab (BenchmarkLookupBesideWriter in demux).
 	_        [64]byte
 	count    atomic.Int64
-	resizing sync.Mutex // held by the one writer that resizes
+	resizing lockorder.Mutex // held by the one writer that resizes
 }
 
 // New returns an empty map. is reports whether the key of a value whose
@@ -289,23 +290,24 @@ func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).find(h
 // given its present value (ok reports whether there is one): keep false
 // deletes the key; a value kept must have a First that names k. f runs
 // with the key's line locked and must not call the map. Update may then
-// resize the map, which costs the caller O(keys).
-func (m *Map[K, E]) Update(h uint64, k K, f func(old Val[E], ok bool) (v Val[E], keep bool)) {
+// resize the map, which costs the caller O(keys). It takes its locks
+// through o, the Guard of the caller's write (nil: unchecked).
+func (m *Map[K, E]) Update(o *lockorder.Guard, h uint64, k K, f func(old Val[E], ok bool) (v Val[E], keep bool)) {
 	t := m.cur()
 	for {
 		i := h >> t.shift
 		mu := t.lock(i)
-		mu.Lock()
+		o.LockingLine(mu).Lock()
 		l := &t.lines[i]
 		w := l.word.Load()
 		if w&fwd != 0 {
-			mu.Unlock()
+			o.UnlockingLine(mu).Unlock()
 			t = t.successor()
 			continue
 		}
 		m.count.Add(update(l, w, tagOf(h), h, k, m.is, f))
-		mu.Unlock()
-		m.maybeResize()
+		o.UnlockingLine(mu).Unlock()
+		m.maybeResize(o)
 		return
 	}
 }
@@ -384,7 +386,7 @@ func add[E any](l *line[E], w, tag, h uint64, v Val[E]) {
 // maybeResize grows the table past maxLoad keys a line on average, and
 // shrinks it below one key per two lines, unless another writer is
 // resizing.
-func (m *Map[K, E]) maybeResize() {
+func (m *Map[K, E]) maybeResize(o *lockorder.Guard) {
 	need := func(t *table[E]) int {
 		n, lines := m.count.Load(), int64(len(t.lines))
 		switch {
@@ -395,23 +397,23 @@ func (m *Map[K, E]) maybeResize() {
 		}
 		return 0
 	}
-	if need(m.cur()) == 0 || !m.resizing.TryLock() {
+	if need(m.cur()) == 0 || !o.TryLockResize(&m.resizing) {
 		return
 	}
-	defer m.resizing.Unlock()
+	defer o.UnlockResize(&m.resizing)
 	t := m.cur()
 	switch need(t) {
 	case 1:
-		m.resize(t, 2*len(t.lines))
+		m.resize(o, t, 2*len(t.lines))
 	case -1:
-		m.resize(t, len(t.lines)/2)
+		m.resize(o, t, len(t.lines)/2)
 	}
 }
 
 // resize moves every line of t into a table of n lines, twice or half as
 // many: a line feeds two lines of a larger table, and a pair of lines
 // (which share a lock) feeds one line of a smaller one.
-func (m *Map[K, E]) resize(t *table[E], n int) {
+func (m *Map[K, E]) resize(o *lockorder.Guard, t *table[E], n int) {
 	nt := newTable[E](n)
 	atomic.StorePointer(&t.next, unsafe.Pointer(nt))
 	step := uint64(1)
@@ -420,7 +422,7 @@ func (m *Map[K, E]) resize(t *table[E], n int) {
 	}
 	for i := uint64(0); i < uint64(len(t.lines)); i += step {
 		mu := t.lock(i)
-		mu.Lock()
+		o.LockingLine(mu).Lock()
 		for s := i; s < i+step; s++ {
 			l := &t.lines[s]
 			w := l.word.Load()
@@ -438,7 +440,7 @@ func (m *Map[K, E]) resize(t *table[E], n int) {
 			l := &t.lines[s]
 			l.word.Store(l.word.Load() | fwd)
 		}
-		mu.Unlock()
+		o.UnlockingLine(mu).Unlock()
 	}
 	m.publish(nt)
 }

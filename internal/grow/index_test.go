@@ -40,11 +40,11 @@ func (m tmap) putVal(k, v, more int) {
 		}
 		val.Rest = &rest
 	}
-	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return val, true })
+	m.Update(nil, m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return val, true })
 }
 
 func (m tmap) del(k int) {
-	m.Update(m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
+	m.Update(nil, m.hf(k), k, func(Val[kv], bool) (Val[kv], bool) { return Val[kv]{}, false })
 }
 
 // get returns k's first value and how many more it has. It searches
@@ -131,7 +131,7 @@ func TestOneLine(t *testing.T) {
 			}
 			require.NoError(t, m.Check())
 			for _, k := range []int{0, 3, 6, 7} { // positions and chain
-				m.Update(c.hf(k), k, func(old Val[kv], ok bool) (Val[kv], bool) {
+				m.Update(nil, c.hf(k), k, func(old Val[kv], ok bool) (Val[kv], bool) {
 					require.True(t, ok)
 					return Val[kv]{First: &kv{k, old.First.v + 100}}, true
 				})

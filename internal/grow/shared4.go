@@ -29,7 +29,7 @@ func (g *Engine) shares(e *sock.Entry) bool {
 // insert4 is insert for e on pr's port, counting a key of conns that e
 // makes shared, and marking the chain before e is published there.
 func (g *Engine) insert4(pr *Port, e *sock.Entry) {
-	before, after := g.insert(e)
+	before, after := g.insert(pr, e)
 	if inConns(e) && !before && after {
 		pr.shared4++
 		pr.s.list.SetMark(true)
@@ -38,9 +38,9 @@ func (g *Engine) insert4(pr *Port, e *sock.Entry) {
 
 // remove4 is remove, reporting whether e's key of conns stopped being
 // shared; the caller passes that to unshare once e is off the chain.
-func (g *Engine) remove4(e *sock.Entry) (unshared bool) {
+func (g *Engine) remove4(pr *Port, e *sock.Entry) (unshared bool) {
 	head := e.N2.Prev == nil
-	before, after := g.remove(e)
+	before, after := g.remove(pr, e)
 	if !inConns(e) {
 		return false
 	}

@@ -72,7 +72,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 
 		verifyPeers(p, "peer", pr.s.peers.Load(), peers, bad)
 		verifyPeers(p, "device", pr.s.devs.Load(), devs, bad)
-		shared := 0
+		var shared int32
 		for _, k := range tuples {
 			if k > 1 {
 				shared++

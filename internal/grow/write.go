@@ -68,7 +68,7 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 	if byDevice(e) {
 		deviceKind.add(g, pr, e)
 	}
-	g.insert(e)
+	g.insert(pr, e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
 }
@@ -105,7 +105,7 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 	}
 	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
-	unshared := g.remove4(old)
+	unshared := g.remove4(pr, old)
 	if inConns(old) {
 		peerKind.drop(g, pr, old)
 	} else if byDevice(old) {
@@ -127,7 +127,7 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 
 // Unlink removes e: a close.
 func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
-	unshared := g.remove4(e)
+	unshared := g.remove4(pr, e)
 	pr.s.list.Remove(&e.N1)
 	g.unshare(pr, unshared)
 	if e.Group != nil {
@@ -214,7 +214,8 @@ func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
 
 // update runs f on e's key in its index (conns if inConns, else addrs),
 // and reports whether the key held more than one entry before and after.
-func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool) {
+// pr is e's port, locked.
+func (g *Engine) update(pr *Port, e *sock.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
 	apply := func(old Val[sock.Entry], _ bool) (Val[sock.Entry], bool) {
 		before = heads(old).many()
@@ -224,10 +225,10 @@ func (g *Engine) update(e *sock.Entry, f func(heads) heads) (before, after bool)
 	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
-		g.conns.Update(g.connHash(&k), k, apply)
+		g.conns.Update(pr.ord, g.connHash(&k), k, apply)
 	} else {
 		k := addrKey{key, e.Port, e.Device}
-		g.addrs.Update(g.addrHash(k), k, apply)
+		g.addrs.Update(pr.ord, g.addrHash(k), k, apply)
 	}
 	return before, after
 }
@@ -239,9 +240,9 @@ func byDevice(e *sock.Entry) bool { return e.Device != 0 && !inConns(e) }
 // insert links e into its class, keeping the class newest first (by Seq:
 // for the 4-tuple table, the order of first connects), and reports
 // whether e's key held more than one entry before and after. The caller
-// holds the port lock, which guards every class chain of the port.
-func (g *Engine) insert(e *sock.Entry) (before, after bool) {
-	return g.update(e, func(hd heads) heads {
+// holds the port lock, pr, which guards every class chain of the port.
+func (g *Engine) insert(pr *Port, e *sock.Entry) (before, after bool) {
+	return g.update(pr, e, func(hd heads) heads {
 		for i := range hd.len() {
 			x := hd.at(i)
 			if !sameClass(x, e) {
@@ -280,7 +281,7 @@ func (g *Engine) insert(e *sock.Entry) (before, after bool) {
 // than one entry before and after; if e was not the head of its class,
 // the index is left as it is and not read, and both are true. e keeps its
 // next link, so that a lookup standing on it carries on.
-func (g *Engine) remove(e *sock.Entry) (before, after bool) {
+func (g *Engine) remove(pr *Port, e *sock.Entry) (before, after bool) {
 	if p := e.N2.Prev; p != nil {
 		// Not a head: the index does not change.
 		nx := e.N2.Next.Load()
@@ -291,7 +292,7 @@ func (g *Engine) remove(e *sock.Entry) (before, after bool) {
 		e.N2.Prev = nil
 		return true, true
 	}
-	return g.update(e, func(hd heads) heads {
+	return g.update(pr, e, func(hd heads) heads {
 		for i := range hd.len() {
 			if hd.at(i) != e {
 				continue
