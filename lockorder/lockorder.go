@@ -186,6 +186,7 @@ func (g *Guard) Unlock() {
 	g.n = 0
 	g.primary = false
 	g.lastSec = -1
+	g.failed = false // the fixed storage's Guards are used again
 }
 
 // The growing storage's locks, each taken and released on its own, and

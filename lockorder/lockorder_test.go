@@ -222,3 +222,17 @@ func TestFirstViolationReported(t *testing.T) {
 	assert.True(t, port.mu.TryLock(), "the port's lock still held")
 	assert.True(t, line2.mu.TryLock(), "the refused lock taken")
 }
+
+// TestUnlockChecksAgain: a fixed storage's Guard, used again after Unlock
+// (its handle is pooled), checks again after a violation.
+func TestUnlockChecksAgain(t *testing.T) {
+	defer SetChecking(SetChecking(true))
+	var slot, source Mutex
+	var g Guard
+	for range 2 {
+		g.Primary(&slot, 0)
+		require.PanicsWithValue(t, "lockorder: the random source's lock while holding a slot lock",
+			func() { g.LockSource(&source) })
+		g.Unlock()
+	}
+}
