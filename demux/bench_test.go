@@ -201,6 +201,7 @@ func BenchmarkLookupParallel(b *testing.B) {
 // what it costs them is what its writes take from their caches (and the
 // CPU time of the garbage collector, which its entries keep busy).
 func BenchmarkLookupBesideWriter(b *testing.B) {
+	unchecked(b)
 	for _, writer := range []bool{false, true} {
 		b.Run(fmt.Sprintf("writer-%v", writer), func(b *testing.B) {
 			t, err := demux.New[int](demux.Config{})

@@ -12,6 +12,7 @@ import (
 // BenchmarkBind0 measures bind(0)+close in a 10 000-port range with 5000,
 // 100, 10, 1 and 0 ports left free (scattered), for each algorithm.
 func BenchmarkBind0(b *testing.B) {
+	unchecked(b)
 	const low, high = 40000, 49999
 	for _, free := range []int{5000, 100, 10, 1, 0} {
 		for _, algo := range algos {
@@ -48,6 +49,7 @@ func BenchmarkBind0(b *testing.B) {
 // BenchmarkBindLongChain measures an explicit bind+close on a port that
 // already holds n sockets on distinct addresses.
 func BenchmarkBindLongChain(b *testing.B) {
+	unchecked(b)
 	for _, n := range []int{10, 100000, 1000000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			tab, err := demux.New[int](demux.Config{Slots: 65536})
@@ -78,6 +80,7 @@ func BenchmarkBindLongChain(b *testing.B) {
 // sockets, in each storage: the writes that take every kind of port and
 // index lock.
 func BenchmarkWrites(b *testing.B) {
+	unchecked(b)
 	for _, st := range []struct {
 		name  string
 		slots int
