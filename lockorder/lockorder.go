@@ -1,6 +1,7 @@
 // Package lockorder is the lock hierarchy of udpdemux's writes, in both
 // storages, and the only way the other packages take those locks: each is
-// a Mutex, which only a Guard's methods lock.
+// a Mutex, which only a Guard's methods lock, or hand out to be locked at
+// once.
 //
 // The order, from the first lock a write may take to the last:
 //

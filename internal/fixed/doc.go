@@ -17,5 +17,7 @@
 // bind(0)), which serialises every change to the sockets of the ports that
 // share the slot; the secondary slots it changes are locked inside it, in
 // ascending index, through the same lockorder.Guard, and Unlock releases
-// them all together. The Guard lives in a Held, the write's handle.
+// them all together. The Guard lives in a Held, the write's handle;
+// bind(0)'s draws take the random source's lock through it too, holding
+// no slot lock.
 package fixed
