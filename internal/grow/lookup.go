@@ -1,6 +1,8 @@
 package grow
 
 import (
+	"runtime"
+
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -74,8 +76,23 @@ func (g *Engine) indexed(slot *portSlot, q *lookup.Query) *sock.Face {
 // otherwise. The lock is released before the caller runs a selector.
 func (g *Engine) searchLocked(slot *portSlot, q *lookup.Query) *sock.Face {
 	pr := g.LockPort(q.DstPort)
-	defer g.Unlock(pr)
-	return g.search(slot, q)
+	e := g.search(slot, q)
+	g.unlockRead(pr)
+	return e
+}
+
+// unlockRead is Unlock for a lookup that took its port's lock because
+// writers kept it from finishing, and then yields the processor. The
+// writer it kept waiting is the one that keeps moving the port's
+// sockets, and Go's scheduler readies that writer on the lookup's
+// processor, where it would wait for the end of the lookup goroutine's
+// time slice while the lookup's caller looks up on. With lookups busy on
+// every CPU, a writer binding and connecting on their port spent most of
+// its time waiting so (the runner's resize scenario). The fallback is
+// rare, and already the slow path.
+func (g *Engine) unlockRead(pr *Port) {
+	g.Unlock(pr)
+	runtime.Gosched()
 }
 
 // search is one search of the indexes for q, which a move on the port
@@ -177,8 +194,9 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 // searchLocked is search. The caller yields the receivers after.
 func (g *Engine) multicastLocked(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
 	pr := g.LockPort(q.DstPort)
-	defer g.Unlock(pr)
-	return g.multicast(slot, q, rs)
+	rs = g.multicast(slot, q, rs)
+	g.unlockRead(pr)
+	return rs
 }
 
 // multicast appends the receivers of q that the indexes hold to rs, in
