@@ -52,7 +52,7 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
 	}
 	f, in4 := s.s.First4()
-	move := in4 && with(sock.TupleOf(old), f.Seq) != f
+	move := in4 && sock.TupleOf(old).With(f.Seq) != f
 	if int(old.Device) == device && !move {
 		return nil // no 4-tuple to move, and the group stays the same
 	}
@@ -78,7 +78,7 @@ func (t *Table[V]) rehash4(e *sock.Entry) {
 	f := sock.TupleOf(e)
 	f.Seq = t.seq.Add(1)
 	sk.MoveFirst4(f)
-	place4(e, f, true)
+	sock.Place4(e, f, true)
 }
 
 // SetDevice binds the socket to interface device after Bind; see

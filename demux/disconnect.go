@@ -57,13 +57,13 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
 		Owner: old.Owner,
 	}
-	l := localOf(old)
+	l := ipv6.LocalOf(old)
 	wild := s.boundAddr().IsUnspecified()
 	if wild {
 		// The wildcard bound once, so binding it again cannot fail.
 		l, _ = ipv6.Bind(s.boundAddr(), s.s.Opts&optV6Only != 0, 0, nil)
 	}
-	setLocal(e, l)
+	l.SetOn(e)
 	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
 		return nil // unconnected and unbound to a device: nothing changes
 	}

@@ -31,7 +31,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	s := new(Socket[V])
 	s.setBound(t, o, l.Device)
 	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
-	setLocal(e, l)
+	l.SetOn(e)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
 	}
@@ -111,19 +111,6 @@ func (w *writes[V, P, E]) bindOnce(s *Socket[V], e *sock.Entry, o Options) (_ er
 
 var errNoPort = fmt.Errorf("no free ephemeral port for this socket: %w", syscall.EADDRINUSE)
 
-// setLocal copies the local side l into e.
-func setLocal(e *sock.Entry, l ipv6.Local) {
-	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
-	e.Flags = e.Flags&^addrFlags | l.Flags
-	e.V4, e.V6 = l.V4, l.V6
-}
-
-// localOf returns e's local side.
-func localOf(e *sock.Entry) ipv6.Local {
-	const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
-	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
-}
-
 // Connect connects s to remote. A socket bound to a wildcard address takes
 // local, the source address routing chose for remote (the table has no
 // routing table), as its local address, and counts as the most recently
@@ -161,7 +148,7 @@ func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local net
 	if err != nil {
 		return err
 	}
-	l, peer, err := ipv6.Connect(localOf(old), int(old.Device), remote, local, t.zones)
+	l, peer, err := ipv6.Connect(ipv6.LocalOf(old), int(old.Device), remote, local, t.zones)
 	if err != nil {
 		return s.opError("connect", err)
 	}
@@ -172,14 +159,14 @@ func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local net
 		},
 		Owner: old.Owner, Peer4: old.Peer4,
 	}
-	setLocal(e, l)
+	l.SetOn(e)
 	if peer.Device != 0 {
 		e.Device = int32(peer.Device)
 	}
 	if e.Remote.IsMapped() && e.Has(sock.Is6) {
 		e.Peer4 = e.Remote.V4()
 	}
-	t.order(e, old)
+	sock.Order(e, old, &t.seq)
 	w.replace(h, s, old, e)
 	return nil
 }
@@ -204,51 +191,6 @@ func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *sock.Entry) {
 	w.e.Replace(h, old, e)
 	w.t.occ.Remove(old)
 	w.t.occ.Add(e)
-}
-
-// order sets e's tie-break order and its Hash4 flag after a connect that
-// replaces old. A connect that changes the local address's hash key
-// rehashes the socket, which makes it the most recently bound (one that
-// keeps a wildcard, "::" becoming ::ffff:0.0.0.0, stays where it was). The
-// first connect with a source address also puts the socket in Linux's
-// 4-tuple hash, where later connects leave it: the entry keeps 4-tuple
-// precedence while its 4-tuple is that one. The caller holds the socket's
-// primary slot lock.
-func (t *Table[V]) order(e, old *sock.Entry) {
-	sk := e.Sock()
-	if e.Key() != old.Key() {
-		sk.BindSeq = t.seq.Add(1)
-	}
-	f, ok := sk.First4()
-	// A socket that kept its wildcard is not in the 4-tuple hash.
-	if !ok && !e.IsWild() {
-		f, ok = sock.TupleOf(e), true
-		f.Seq = t.seq.Add(1)
-	}
-	place4(e, f, ok)
-}
-
-// place4 sets e's Hash4 flag and order from f, its socket's place in the
-// 4-tuple hash (ok: it has one). A connected e whose 4-tuple is f's has the
-// 4-tuple precedence, in f's order, and holds f; any other e is ordered by
-// its socket's last bind or rehash. The caller holds the socket's primary
-// slot lock.
-func place4(e *sock.Entry, f sock.Tuple, ok bool) {
-	sk := e.Sock()
-	if ok && e.Has(sock.Connected) && with(sock.TupleOf(e), f.Seq) == f {
-		e.Flags |= sock.Hash4
-		e.Seq = f.Seq
-		sk.HoldFirst4(e)
-		return
-	}
-	e.Flags &^= sock.Hash4
-	e.Seq = sk.BindSeq
-}
-
-// with returns t with seq as its order.
-func with(t sock.Tuple, seq uint64) sock.Tuple {
-	t.Seq = seq
-	return t
 }
 
 // owns returns an EBADF error for op unless s is a socket of t.

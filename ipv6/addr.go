@@ -155,3 +155,17 @@ func v4(a netip.Addr) uint32 {
 	b := a.As4()
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
+
+// addrFlags are the flags of an entry that state its local side.
+const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
+
+// LocalOf returns e's local side.
+func LocalOf(e *sock.Entry) Local {
+	return Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
+}
+
+// SetOn copies the local side l into e (its device aside).
+func (l Local) SetOn(e *sock.Entry) {
+	e.Flags = e.Flags&^addrFlags | l.Flags
+	e.V4, e.V6 = l.V4, l.V6
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,13 +18,12 @@ import (
 // writer drives an Engine the way package demux's writes do, for tests
 // that need sockets through connects and closes: each write holds its
 // port's lock, each state of a socket is a new entry (set as the socket's
-// current one before it is published), entries are ordered by one
-// counter, and a socket enters the 4-tuple hash (Hash4) at its first
-// connect with a source address, where later connects leave it.
+// current one before it is published), and entries are ordered by one
+// counter with demux's rules (sock.Order).
 type writer struct {
 	t   testing.TB
 	g   *Engine
-	seq uint64
+	seq atomic.Uint64
 }
 
 // wsock is one socket of a writer.
@@ -33,11 +33,6 @@ type wsock struct {
 	// disconnect of a wildcard socket binds again.
 	addr   netip.Addr
 	v6only bool
-	// bindSeq is the order of its last bind or rehash; place, if placed,
-	// its 4-tuple in the 4-tuple hash, with that 4-tuple's order.
-	bindSeq uint64
-	place   sock.Tuple
-	placed  bool
 }
 
 // bindOpts are the options of writer.bind beyond the address and port.
@@ -56,8 +51,6 @@ func newWriter(t testing.TB, threshold int, seed uint64) *writer {
 	return &writer{t: t, g: g}
 }
 
-func (w *writer) next() uint64 { w.seq++; return w.seq }
-
 // bind binds a new socket to addr:port with SO_REUSEADDR (the engine
 // checks no conflict on Link, and the tests want every socket they bind).
 func (w *writer) bind(addr netip.Addr, port uint16, o bindOpts) *wsock {
@@ -75,8 +68,8 @@ func (w *writer) bind(addr netip.Addr, port uint16, o bindOpts) *wsock {
 	}
 	pr := w.g.LockPort(port)
 	defer w.g.Unlock(pr)
-	e.Seq = w.next()
-	s.bindSeq = e.Seq
+	e.Seq = w.seq.Add(1)
+	s.sk.Bound, s.sk.BindSeq = e.Seq, e.Seq
 	s.sk.Cur.Store(e)
 	w.g.Link(pr, e)
 	return s
@@ -89,34 +82,20 @@ func (w *writer) connect(s *wsock, peer netip.AddrPort, src netip.Addr) error {
 	old := s.sk.Cur.Load()
 	pr := w.g.LockPort(old.Port)
 	defer w.g.Unlock(pr)
-	l, p, err := ipv6.Connect(localOf(old), int(old.Device), peer, src, nil)
+	l, p, err := ipv6.Connect(ipv6.LocalOf(old), int(old.Device), peer, src, nil)
 	if err != nil {
 		return err
 	}
 	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
 		Ref: old.Ref, Remote: p.Addr, RemotePort: p.Port}, Owner: old.Owner, Peer4: old.Peer4}
-	setLocal(e, l)
+	l.SetOn(e)
 	if p.Device != 0 {
 		e.Device = int32(p.Device)
 	}
 	if e.Remote.IsMapped() && e.Has(sock.Is6) {
 		e.Peer4 = e.Remote.V4()
 	}
-	if e.Key() != old.Key() {
-		s.bindSeq = w.next()
-	}
-	if !s.placed && !e.IsWild() {
-		s.place, s.placed = sock.TupleOf(e), true
-		s.place.Seq = w.next()
-	}
-	e.Flags &^= sock.Hash4
-	e.Seq = s.bindSeq
-	if t := sock.TupleOf(e); s.placed {
-		if t.Seq = s.place.Seq; t == s.place {
-			e.Flags |= sock.Hash4
-			e.Seq = s.place.Seq
-		}
-	}
+	sock.Order(e, old, &w.seq)
 	w.replace(pr, s, old, e)
 	return nil
 }
@@ -129,24 +108,24 @@ func (w *writer) disconnect(s *wsock) {
 	defer w.g.Unlock(pr)
 	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
 		Owner: old.Owner}
-	l := localOf(old)
+	l := ipv6.LocalOf(old)
 	wild := s.addr.IsUnspecified()
 	if wild {
 		var err error
 		l, err = ipv6.Bind(s.addr, s.v6only, 0, nil)
 		require.NoError(w.t, err)
 	}
-	setLocal(e, l)
+	l.SetOn(e)
 	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
 		return
 	}
 	if e.Key() != old.Key() {
-		s.bindSeq = w.next()
+		s.sk.BindSeq = w.seq.Add(1)
 	}
 	if wild {
-		s.placed = false
+		s.sk.ForgetFirst4()
 	}
-	e.Seq = s.bindSeq
+	e.Seq = s.sk.BindSeq
 	w.replace(pr, s, old, e)
 }
 
@@ -158,6 +137,7 @@ func (w *writer) replace(pr *Port, s *wsock, old, e *sock.Entry) {
 		e.Group = w.g.GroupOf(pr, e)
 	}
 	s.sk.Cur.Store(e)
+	s.sk.Pass(old, e)
 	if join {
 		e.Group.Add(e)
 	}
@@ -198,17 +178,3 @@ func (w *writer) lookup4(src, dst netip.AddrPort, ifindex int) (*sock.Socket, lo
 	r, p, _ := w.g.Lookup4(src, dst, ifindex, &q)
 	return sockOf(r), p
 }
-
-// localOf returns e's local side.
-func localOf(e *sock.Entry) ipv6.Local {
-	return ipv6.Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
-}
-
-// setLocal gives e the local side l.
-func setLocal(e *sock.Entry, l ipv6.Local) {
-	e.Flags = e.Flags&^addrFlags | l.Flags
-	e.V4, e.V6 = l.V4, l.V6
-}
-
-// addrFlags are the flags of an entry's local side.
-const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
