@@ -52,15 +52,7 @@ func BenchmarkBindLongChain(b *testing.B) {
 	unchecked(b)
 	for _, n := range []int{10, 100000, 1000000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			tab, err := demux.New[int](demux.Config{Slots: 65536})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for i := range n {
-				if _, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 443}, i); err != nil {
-					b.Fatal(err)
-				}
-			}
+			tab := onPort443(b, 65536, n)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -70,7 +62,6 @@ func BenchmarkBindLongChain(b *testing.B) {
 				}
 				tab.Close(s)
 			}
-			_ = netip.Addr{}
 		})
 	}
 }
@@ -87,15 +78,7 @@ func BenchmarkWrites(b *testing.B) {
 	}{{"grow", 0}, {"fixed", 65536}} {
 		for _, n := range []int{1, 1000} {
 			b.Run(fmt.Sprintf("%s/%d", st.name, n), func(b *testing.B) {
-				tab, err := demux.New[int](demux.Config{Slots: st.slots})
-				if err != nil {
-					b.Fatal(err)
-				}
-				for i := range n {
-					if _, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 443}, i); err != nil {
-						b.Fatal(err)
-					}
-				}
+				tab := onPort443(b, st.slots, n)
 				peer := netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), 5000)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -112,4 +95,19 @@ func BenchmarkWrites(b *testing.B) {
 			})
 		}
 	}
+}
+
+// onPort443 returns a table of the given slots (0: the growing storage)
+// that holds n sockets on port 443, at addrN(0) to addrN(n-1).
+func onPort443(b *testing.B, slots, n int) *demux.Table[int] {
+	tab, err := demux.New[int](demux.Config{Slots: slots})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		if _, err := tab.Bind(demux.Options{Addr: addrN(i), Port: 443}, i); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return tab
 }

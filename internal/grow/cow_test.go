@@ -30,7 +30,7 @@ func cowAt(n *node[int], i int) *node[int] {
 	return n
 }
 
-// TestReplace: replacing or removing any node gives the chain with that
+// TestCowReplace: replacing or removing any node gives the chain with that
 // change, leaves the old chain as it was (a reader may be walking it),
 // and shares the nodes after the changed one.
 func TestCowReplace(t *testing.T) {
