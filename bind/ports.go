@@ -114,10 +114,10 @@ func (r *Rand) draw(g *lockorder.Guard) uint64 {
 	if r.src == nil {
 		return rand.Uint64()
 	}
-	g.LockSource(&r.mu)
+	g.Locking(lockorder.Source, &r.mu).Lock()
 	// Deferred: a source that panics must not leave every later draw
 	// waiting for the lock.
-	defer g.UnlockSource(&r.mu)
+	defer func() { g.Unlocking(lockorder.Source, &r.mu).Unlock() }()
 	return r.src.Uint64()
 }
 

@@ -192,60 +192,62 @@ func (g *Guard) Unlock() {
 
 // The growing storage's locks, each taken and released on its own, and
 // the random source's. A nil Guard (checking off) keeps no books: its
-// methods only lock and unlock.
+// methods only hand out the lock.
 //
-// The locks every write takes, the port record's and the index lines',
-// are taken by the caller: LockingPort and LockingLine check and record
-// the acquisition and return the lock, which the caller locks at once
-// (o.LockingLine(m).Lock()). A method that locked would cost every write
-// a call per lock with checking off, since sync.Mutex's Lock alone fills
-// the compiler's inlining budget; these inline, and cost a branch. A
-// deferred release defers both calls, in a function: defer evaluates
-// o.UnlockingLine(m) at once, which would record the release too early.
+// The caller takes and releases these locks itself: Locking and Unlocking
+// check and record the acquisition or release and return the lock, which
+// the caller locks or unlocks at once (o.Locking(lockorder.Line, m).Lock()).
+// A method that locked would cost every write a call per lock with
+// checking off, since sync.Mutex's Lock alone fills the compiler's
+// inlining budget; these inline, and cost a branch. A deferred release
+// defers both calls, in a function: defer evaluates o.Unlocking(k, m) at
+// once, which would record the release too early.
 
-// LockingPort checks that the write may take m, a port record lock, now
-// (first, holding nothing), records it and returns the lock to take.
-func (g *Guard) LockingPort(m *Mutex) *sync.Mutex {
+// Kind is the kind of a lock that a Guard records one by one.
+type Kind uint8
+
+const (
+	// Port is a port record lock of the growing storage: first, holding
+	// nothing.
+	Port Kind = iota
+	// Resize is an index's resize lock, taken with TryLockResize: inside
+	// the port record lock, holding no line lock; released after every
+	// line lock.
+	Resize
+	// Line is an index line lock: inside the port record lock, holding no
+	// other line lock.
+	Line
+	// Source is bind(0)'s random source's lock: a leaf, taken holding
+	// nothing. Both storages take it (the fixed storage's Guard is never
+	// nil).
+	Source
+)
+
+// Locking checks that the write may take m, a lock of kind k, now, records
+// it and returns the lock to take. Resize locks are taken with
+// TryLockResize instead.
+func (g *Guard) Locking(k Kind, m *Mutex) *sync.Mutex {
 	if g != nil {
-		g.taking(portLock)
+		g.taking(k)
 	}
 	return &m.mu
 }
 
-// UnlockingPort checks that the write holds the port record lock m and
-// nothing inside it, records its release and returns the lock to release.
-func (g *Guard) UnlockingPort(m *Mutex) *sync.Mutex {
+// Unlocking checks that the write holds a lock of kind k, and none that
+// must be released before it, records the release of m and returns the
+// lock to release.
+func (g *Guard) Unlocking(k Kind, m *Mutex) *sync.Mutex {
 	if g != nil {
-		g.releasing(portLock)
-	}
-	return &m.mu
-}
-
-// LockingLine checks that the write may take m, an index line lock, now
-// (inside the port record lock, holding no other line lock), records it
-// and returns the lock to take.
-func (g *Guard) LockingLine(m *Mutex) *sync.Mutex {
-	if g != nil {
-		g.taking(lineLock)
-	}
-	return &m.mu
-}
-
-// UnlockingLine checks that the write holds an index line lock, records
-// the release of m and returns the lock to release.
-func (g *Guard) UnlockingLine(m *Mutex) *sync.Mutex {
-	if g != nil {
-		g.releasing(lineLock)
+		g.releasing(k)
 	}
 	return &m.mu
 }
 
 // TryLockResize takes m, an index's resize lock, if it is free, and
-// reports whether it took it: inside the port record lock, holding no
-// line lock.
+// reports whether it took it. Release it with Unlocking(Resize, m).
 func (g *Guard) TryLockResize(m *Mutex) bool {
 	if g != nil {
-		g.check(resizeLock)
+		g.check(Resize)
 	}
 	if !m.mu.TryLock() {
 		return false
@@ -256,52 +258,16 @@ func (g *Guard) TryLockResize(m *Mutex) bool {
 	return true
 }
 
-// UnlockResize releases m, a resize lock, after every line lock.
-func (g *Guard) UnlockResize(m *Mutex) {
-	if g != nil {
-		g.releasing(resizeLock)
-	}
-	m.mu.Unlock()
-}
-
-// LockSource locks m, bind(0)'s random source's lock: a leaf, taken
-// holding nothing. Both storages take it (the fixed storage's Guard is
-// never nil).
-func (g *Guard) LockSource(m *Mutex) {
-	if g != nil {
-		g.taking(sourceLock)
-	}
-	m.mu.Lock()
-}
-
-// UnlockSource releases m, the random source's lock.
-func (g *Guard) UnlockSource(m *Mutex) {
-	if g != nil {
-		g.releasing(sourceLock)
-	}
-	m.mu.Unlock()
-}
-
-// The kinds of locks a Guard records one by one.
-type kind uint8
-
-const (
-	portLock kind = iota
-	resizeLock
-	lineLock
-	sourceLock
-)
-
 var kindNames = [...]string{"a port record lock", "a resize lock", "an index line lock", "the random source's lock"}
 
 // flag returns the bookkeeping of k.
-func (g *Guard) flag(k kind) *bool {
+func (g *Guard) flag(k Kind) *bool {
 	switch k {
-	case portLock:
+	case Port:
 		return &g.port
-	case resizeLock:
+	case Resize:
 		return &g.resize
-	case lineLock:
+	case Line:
 		return &g.line
 	}
 	return &g.source
@@ -311,20 +277,20 @@ func (g *Guard) flag(k kind) *bool {
 // it. Not inlined, so that the methods that call it inline.
 //
 //go:noinline
-func (g *Guard) taking(k kind) {
+func (g *Guard) taking(k Kind) {
 	g.check(k)
 	*g.flag(k) = true
 }
 
 // check panics, with checking on, unless the write may take a lock of
 // kind k now.
-func (g *Guard) check(k kind) {
+func (g *Guard) check(k Kind) {
 	if !g.checks() {
 		return
 	}
 	what := kindNames[k]
 	switch k {
-	case portLock, sourceLock:
+	case Port, Source:
 		if h := g.holding(); h != "" {
 			g.fail(what + " while holding " + h)
 		}
@@ -337,7 +303,7 @@ func (g *Guard) check(k kind) {
 		g.fail(what + " without the port record lock")
 	case g.line:
 		g.fail(what + " while holding an index line lock")
-	case k == resizeLock && g.resize:
+	case k == Resize && g.resize:
 		g.fail("a second resize lock while one is held")
 	}
 }
@@ -357,14 +323,14 @@ func (g *Guard) fail(msg string) {
 // lock after every line lock), and records its release.
 //
 //go:noinline
-func (g *Guard) releasing(k kind) {
+func (g *Guard) releasing(k Kind) {
 	held := g.flag(k)
 	if g.checks() {
 		if !*held {
 			g.fail("releases " + kindNames[k] + " it does not hold")
 		}
 		*held = false
-		if h := g.holding(); h != "" && (k == portLock || k == resizeLock && g.line) {
+		if h := g.holding(); h != "" && (k == Port || k == Resize && g.line) {
 			g.fail("releases " + kindNames[k] + " while holding " + h)
 		}
 	}

@@ -100,16 +100,16 @@ func TestGrowingOrder(t *testing.T) {
 	defer SetChecking(old)
 	var port, port2, line, line2, resize, source, slot Mutex
 	steps := map[string]func(g *Guard){
-		"port":      func(g *Guard) { g.LockingPort(&port).Lock() },
-		"port2":     func(g *Guard) { g.LockingPort(&port2).Lock() },
-		"unport":    func(g *Guard) { g.UnlockingPort(&port).Unlock() },
-		"line":      func(g *Guard) { g.LockingLine(&line).Lock() },
-		"line2":     func(g *Guard) { g.LockingLine(&line2).Lock() },
-		"unline":    func(g *Guard) { g.UnlockingLine(&line).Unlock() },
+		"port":      func(g *Guard) { g.Locking(Port, &port).Lock() },
+		"port2":     func(g *Guard) { g.Locking(Port, &port2).Lock() },
+		"unport":    func(g *Guard) { g.Unlocking(Port, &port).Unlock() },
+		"line":      func(g *Guard) { g.Locking(Line, &line).Lock() },
+		"line2":     func(g *Guard) { g.Locking(Line, &line2).Lock() },
+		"unline":    func(g *Guard) { g.Unlocking(Line, &line).Unlock() },
 		"resize":    func(g *Guard) { require.True(t, g.TryLockResize(&resize)) },
-		"unresize":  func(g *Guard) { g.UnlockResize(&resize) },
-		"source":    func(g *Guard) { g.LockSource(&source) },
-		"unsource":  func(g *Guard) { g.UnlockSource(&source) },
+		"unresize":  func(g *Guard) { g.Unlocking(Resize, &resize).Unlock() },
+		"source":    func(g *Guard) { g.Locking(Source, &source).Lock() },
+		"unsource":  func(g *Guard) { g.Unlocking(Source, &source).Unlock() },
 		"primary":   func(g *Guard) { g.Primary(&slot, 0) },
 		"unprimary": func(g *Guard) { g.Unlock() },
 		"end":       func(g *Guard) { g.End() },
@@ -175,10 +175,10 @@ func TestNilGuardLocks(t *testing.T) {
 		name          string
 		lock, release func()
 	}{
-		{"port", func() { g.LockingPort(&m).Lock() }, func() { g.UnlockingPort(&m).Unlock() }},
-		{"line", func() { g.LockingLine(&m).Lock() }, func() { g.UnlockingLine(&m).Unlock() }},
-		{"resize", func() { require.True(t, g.TryLockResize(&m)) }, func() { g.UnlockResize(&m) }},
-		{"source", func() { g.LockSource(&m) }, func() { g.UnlockSource(&m) }},
+		{"port", func() { g.Locking(Port, &m).Lock() }, func() { g.Unlocking(Port, &m).Unlock() }},
+		{"line", func() { g.Locking(Line, &m).Lock() }, func() { g.Unlocking(Line, &m).Unlock() }},
+		{"resize", func() { require.True(t, g.TryLockResize(&m)) }, func() { g.Unlocking(Resize, &m).Unlock() }},
+		{"source", func() { g.Locking(Source, &m).Lock() }, func() { g.Unlocking(Source, &m).Unlock() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.lock()
@@ -213,10 +213,10 @@ func TestFirstViolationReported(t *testing.T) {
 	var got any
 	func() {
 		defer func() { got = recover() }()
-		g.LockingPort(&port).Lock()
-		defer func() { g.UnlockingPort(&port).Unlock() }() // the release a write defers
-		g.LockingLine(&line).Lock()
-		g.LockingLine(&line2).Lock()
+		g.Locking(Port, &port).Lock()
+		defer func() { g.Unlocking(Port, &port).Unlock() }() // the release a write defers
+		g.Locking(Line, &line).Lock()
+		g.Locking(Line, &line2).Lock()
 	}()
 	assert.Equal(t, "lockorder: an index line lock while holding an index line lock", got)
 	assert.True(t, port.mu.TryLock(), "the port's lock still held")
@@ -232,7 +232,7 @@ func TestUnlockChecksAgain(t *testing.T) {
 	for range 2 {
 		g.Primary(&slot, 0)
 		require.PanicsWithValue(t, "lockorder: the random source's lock while holding a slot lock",
-			func() { g.LockSource(&source) })
+			func() { g.Locking(Source, &source).Lock() })
 		g.Unlock()
 	}
 }

@@ -254,12 +254,12 @@ func (g *Engine) lockPort(p uint16, o *lockorder.Guard) *Port {
 			g.nport.Add(1)
 			pr = fresh
 		}
-		o.LockingPort(&pr.mu).Lock()
+		o.Locking(lockorder.Port, &pr.mu).Lock()
 		if !pr.dead {
 			pr.ord = o
 			return pr
 		}
-		o.UnlockingPort(&pr.mu).Unlock()
+		o.Unlocking(lockorder.Port, &pr.mu).Unlock()
 	}
 }
 
@@ -295,7 +295,7 @@ func (g *Engine) release(pr *Port) {
 	// pr.ord stays until the next holder sets its own: a write that used
 	// pr after this would take its index locks through a Guard that holds
 	// no port record lock, and fail the check.
-	pr.ord.UnlockingPort(&pr.mu).Unlock()
+	pr.ord.Unlocking(lockorder.Port, &pr.mu).Unlock()
 }
 
 // port returns p's slot for a lookup, or nil if no socket was ever bound

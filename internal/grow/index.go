@@ -297,16 +297,16 @@ func (m *Map[K, E]) Update(o *lockorder.Guard, h uint64, k K, f func(old Val[E],
 	for {
 		i := h >> t.shift
 		mu := t.lock(i)
-		o.LockingLine(mu).Lock()
+		o.Locking(lockorder.Line, mu).Lock()
 		l := &t.lines[i]
 		w := l.word.Load()
 		if w&fwd != 0 {
-			o.UnlockingLine(mu).Unlock()
+			o.Unlocking(lockorder.Line, mu).Unlock()
 			t = t.successor()
 			continue
 		}
 		m.count.Add(update(l, w, tagOf(h), h, k, m.is, f))
-		o.UnlockingLine(mu).Unlock()
+		o.Unlocking(lockorder.Line, mu).Unlock()
 		m.maybeResize(o)
 		return
 	}
@@ -400,7 +400,7 @@ func (m *Map[K, E]) maybeResize(o *lockorder.Guard) {
 	if need(m.cur()) == 0 || !o.TryLockResize(&m.resizing) {
 		return
 	}
-	defer o.UnlockResize(&m.resizing)
+	defer func() { o.Unlocking(lockorder.Resize, &m.resizing).Unlock() }()
 	t := m.cur()
 	switch need(t) {
 	case 1:
@@ -422,7 +422,7 @@ func (m *Map[K, E]) resize(o *lockorder.Guard, t *table[E], n int) {
 	}
 	for i := uint64(0); i < uint64(len(t.lines)); i += step {
 		mu := t.lock(i)
-		o.LockingLine(mu).Lock()
+		o.Locking(lockorder.Line, mu).Lock()
 		for s := i; s < i+step; s++ {
 			l := &t.lines[s]
 			w := l.word.Load()
@@ -440,7 +440,7 @@ func (m *Map[K, E]) resize(o *lockorder.Guard, t *table[E], n int) {
 			l := &t.lines[s]
 			l.word.Store(l.word.Load() | fwd)
 		}
-		o.UnlockingLine(mu).Unlock()
+		o.Unlocking(lockorder.Line, mu).Unlock()
 	}
 	m.publish(nt)
 }
