@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -49,4 +50,32 @@ func TestLockPortExcludes(t *testing.T) {
 	require.Empty(t, bad)
 	records, _, _, _, _, _ := g.Sizes()
 	assert.Zero(t, records, "ports with a record")
+}
+
+// TestLockPortSkipsDeadRecord: a writer that waited for a port's record
+// while its holder dropped it (the Unlock of an empty port) does not
+// write through the dropped record, but through the one in the port's
+// slot. TestLockPortExcludes sees this only when the race happens to
+// fall so; here the waiter is made to wait on the record before the drop
+// (if it had not loaded the record yet, it finds the slot empty, and
+// the round proves nothing but fails nothing either).
+func TestLockPortSkipsDeadRecord(t *testing.T) {
+	g := New([4]uint64{1, 2, 3, 4}, 10, 5, &bind.Occupancy{}, bind.NewRand(nil))
+	const port = 1000
+	slot := func() *Port { return g.pages[port>>8].Load().recs[port&255].Load() }
+	for range 20 {
+		held := g.LockPort(port)
+		got := make(chan *Port)
+		go func() { got <- g.LockPort(port) }()
+		time.Sleep(2 * time.Millisecond) // the waiter loads held and waits
+		g.Unlock(held)                    // empty: drops held
+		pr := <-got
+		assert.NotSame(t, held, pr, "the waiter took the dropped record")
+		assert.Same(t, slot(), pr, "the waiter's record is not its port's")
+		g.Unlock(pr)
+		if t.Failed() {
+			return
+		}
+	}
+	assert.Nil(t, slot(), "a record left for an empty port")
 }
