@@ -124,7 +124,7 @@ func (b *batch[V]) handedOff() {
 		if s := b.sock; s.Closed() {
 			b.unmatched++
 		} else {
-			l.c.delivered.Add(1)
+			l.c[nDelivered].Add(1)
 			b.call(b.request(p, s, s.Value()))
 		}
 		l.s.conns.pool.Put(p)

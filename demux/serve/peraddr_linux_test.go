@@ -238,7 +238,7 @@ func TestPerAddressBroadcastOnce(t *testing.T) {
 	// one table socket: done when both counted their deliveries.
 	require.Eventually(t, func() bool {
 		ls := portListeners(s, port)
-		return len(ls) == 2 && ls[0].c.delivered.Load() >= sent && ls[1].c.delivered.Load() >= sent
+		return len(ls) == 2 && ls[0].c[nDelivered].Load() >= sent && ls[1].c[nDelivered].Load() >= sent
 	}, 10*time.Second, time.Millisecond, "both kernel sockets delivered every broadcast")
 	count := map[string]int{}
 	deadline := time.After(200 * time.Millisecond) // deliveries after the reads
@@ -511,7 +511,7 @@ func TestPerAddressWithReaders(t *testing.T) {
 	assert.Equal(t, want, count)
 	readers := 0
 	for _, l := range ls {
-		if l.c.received.Load() > 0 {
+		if l.c[nReceived].Load() > 0 {
 			readers++
 		}
 	}

@@ -129,32 +129,44 @@ type listener[V any] struct {
 	c      counters
 }
 
-// counters are a listener's counts, written by its reader.
-type counters struct {
-	received, delivered, unmatched, unmatchedMulti, truncated atomic.Uint64
-	replies, replyErrors, readErrors, unhandled               atomic.Uint64
-	icmpSent, icmpLimited, icmpErrors                         atomic.Uint64
-	kernelDrops                                               atomic.Uint32 // SO_RXQ_OVFL: the socket's running total
-	// copies counts the multicast and broadcast datagrams that a reader
+// counters are a listener's counts, written by its reader, indexed by
+// the constants below.
+type counters [nCounts]atomic.Uint64
+
+const (
+	// The counts that Stats adds up, in the order of statsFields.
+	nReceived = iota
+	nDelivered
+	nUnmatched
+	nUnmatchedMulti
+	nTruncated
+	nReplies
+	nReplyErrors
+	nReadErrors
+	nUnhandled
+	nICMPSent
+	nICMPLimited
+	nICMPErrors
+	nKernelDrops // SO_RXQ_OVFL: the socket's running total, stored
+	// nCopies counts the multicast and broadcast datagrams that a reader
 	// other than its family's first dropped (Options.Readers): its
 	// tests read it, to see that the kernel copies them to each socket.
-	copies atomic.Uint64
+	nCopies
+	nCounts
+)
+
+// statsFields returns st's fields that a listener's counts add to, in
+// the order of their counters.
+func statsFields(st *Stats) [nCopies]*uint64 {
+	return [...]*uint64{&st.Received, &st.Delivered, &st.Unmatched, &st.UnmatchedMulticast,
+		&st.Truncated, &st.Replies, &st.ReplyErrors, &st.ReadErrors, &st.Unhandled,
+		&st.ICMPSent, &st.ICMPLimited, &st.ICMPErrors, &st.KernelDrops}
 }
 
 func (c *counters) addTo(st *Stats) {
-	st.Received += c.received.Load()
-	st.Delivered += c.delivered.Load()
-	st.Unmatched += c.unmatched.Load()
-	st.UnmatchedMulticast += c.unmatchedMulti.Load()
-	st.Truncated += c.truncated.Load()
-	st.Replies += c.replies.Load()
-	st.ReplyErrors += c.replyErrors.Load()
-	st.ReadErrors += c.readErrors.Load()
-	st.Unhandled += c.unhandled.Load()
-	st.ICMPSent += c.icmpSent.Load()
-	st.ICMPLimited += c.icmpLimited.Load()
-	st.ICMPErrors += c.icmpErrors.Load()
-	st.KernelDrops += uint64(c.kernelDrops.Load())
+	for i, f := range statsFields(st) {
+		*f += c[i].Load()
+	}
 }
 
 func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
@@ -220,7 +232,7 @@ func (l *listener[V]) next() *batch[V] {
 		}
 		// EAGAIN: read dry while draining, then taken back.
 		if !errors.Is(err, syscall.EAGAIN) {
-			l.c.readErrors.Add(1)
+			l.c[nReadErrors].Add(1)
 			time.Sleep(time.Millisecond) // not a busy loop on a persistent error
 		}
 	}
@@ -441,9 +453,9 @@ func (b *batch[V]) lookUp(n int) {
 	if mcast != 0 && l.s.opts.PerAddress && !l.addr.IsUnspecified() && l.s.hasWildcard(l.port, l.p6 != nil) {
 		uncounted += mcast // the wildcard's kernel socket counts its copy
 	}
-	l.c.received.Add(uint64(n - uncounted))
+	l.c[nReceived].Add(uint64(n - uncounted))
 	if copies != 0 {
-		l.c.copies.Add(uint64(copies))
+		l.c[nCopies].Add(uint64(copies))
 	}
 	if len(b.ds) > 0 {
 		l.s.t.LookupBatch(b.ds, b.out)
@@ -531,14 +543,14 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call 
 func (b *batch[V]) count() {
 	c := &b.l.c
 	if b.delivered != 0 {
-		c.delivered.Add(b.delivered)
+		c[nDelivered].Add(b.delivered)
 	}
 	if b.unhandled != 0 {
-		c.unhandled.Add(b.unhandled)
+		c[nUnhandled].Add(b.unhandled)
 	}
 	if b.unmatched|b.unmatchedMulti != 0 {
-		c.unmatched.Add(b.unmatched)
-		c.unmatchedMulti.Add(b.unmatchedMulti)
+		c[nUnmatched].Add(b.unmatched)
+		c[nUnmatchedMulti].Add(b.unmatchedMulti)
 	}
 	b.delivered, b.unhandled, b.unmatched, b.unmatchedMulti = 0, 0, 0, 0
 }
@@ -547,7 +559,7 @@ func (b *batch[V]) count() {
 // lets a look hand the rest of the batch to a helper while it runs;
 // it reports whether it did.
 func (b *batch[V]) callUnicast(r *Request[V]) bool {
-	b.l.c.delivered.Add(1)
+	b.l.c[nDelivered].Add(1)
 	b.sock = r.Socket
 	b.state.Store(inCall)
 	b.l.s.h(r)
@@ -597,11 +609,11 @@ func (b *batch[V]) unreachable(i int) {
 	p := b.pk[i]
 	switch sent, limited, err := ic.unreachable(p.src, netip.AddrPortFrom(p.dst, b.l.port), p.ifindex, p.buf[:p.n]); {
 	case err != nil:
-		b.l.c.icmpErrors.Add(1)
+		b.l.c[nICMPErrors].Add(1)
 	case sent:
-		b.l.c.icmpSent.Add(1)
+		b.l.c[nICMPSent].Add(1)
 	case limited:
-		b.l.c.icmpLimited.Add(1)
+		b.l.c[nICMPLimited].Add(1)
 	}
 }
 
@@ -611,10 +623,10 @@ func (b *batch[V]) parse(i int) kind {
 	l, m, p := b.l, &b.msgs[i], b.pk[i]
 	c := parseControl(m.OOB[:m.NN], l.p6 != nil)
 	if c.hasDrop {
-		l.c.kernelDrops.Store(c.drops)
+		l.c[nKernelDrops].Store(uint64(c.drops))
 	}
 	if m.Flags&msgTrunc != 0 {
-		l.c.truncated.Add(1)
+		l.c[nTruncated].Add(1)
 		return skip
 	}
 	if !p.src.IsValid() || !c.ok {
@@ -691,10 +703,10 @@ func (b *batch[V]) flush() {
 	for len(ms) > 0 {
 		n, err := b.l.writeBatch(ms)
 		n = max(n, 0) // x/net reports -1 with an error on the first message
-		b.l.c.replies.Add(uint64(n))
+		b.l.c[nReplies].Add(uint64(n))
 		ms = ms[n:]
 		if err != nil {
-			b.l.c.replyErrors.Add(1)
+			b.l.c[nReplyErrors].Add(1)
 			ms = ms[min(1, len(ms)):]
 		}
 	}

@@ -162,7 +162,7 @@ func TestReadersSpreadFlows(t *testing.T) {
 		assert.Equal(t, want, got, "the order of flow %v", f)
 	}
 	for i, l := range ls {
-		assert.NotZero(t, l.c.received.Load(), "datagrams read by reader %d", i)
+		assert.NotZero(t, l.c[nReceived].Load(), "datagrams read by reader %d", i)
 	}
 }
 
@@ -247,7 +247,7 @@ func TestReadersSpreadOnePeer(t *testing.T) {
 			// nothing: a round lost on a loaded machine is sent again.
 			waitDelivered(t, s, delivered.Load, addrs*each, backlog0, round)
 			for i, l := range ls {
-				assert.NotZero(t, l.c.received.Load(), "datagrams read by reader %d", i)
+				assert.NotZero(t, l.c[nReceived].Load(), "datagrams read by reader %d", i)
 			}
 		})
 	}
@@ -308,8 +308,8 @@ func TestReadersOneCopyOfBroadcast(t *testing.T) {
 	// What the design rests on: the kernel gave the second reader a copy
 	// of each broadcast too. Were it to give each to one socket of the
 	// group, the copies dropped here would be datagrams lost.
-	assert.Zero(t, ls[0].c.copies.Load(), "copies dropped by the first reader")
-	assert.Equal(t, uint64(sent), ls[1].c.copies.Load(), "copies dropped by the second reader")
+	assert.Zero(t, ls[0].c[nCopies].Load(), "copies dropped by the first reader")
+	assert.Equal(t, uint64(sent), ls[1].c[nCopies].Load(), "copies dropped by the second reader")
 }
 
 // broadcaster returns a client socket on 127.0.0.1 that may send to a

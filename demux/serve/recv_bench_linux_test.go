@@ -97,7 +97,7 @@ func benchReceive(b *testing.B, queued int) {
 		done += q
 	}
 	b.StopTimer()
-	if l.c.unmatched.Load() != 0 || l.c.truncated.Load() != 0 {
-		b.Fatalf("unmatched %d, truncated %d", l.c.unmatched.Load(), l.c.truncated.Load())
+	if l.c[nUnmatched].Load() != 0 || l.c[nTruncated].Load() != 0 {
+		b.Fatalf("unmatched %d, truncated %d", l.c[nUnmatched].Load(), l.c[nTruncated].Load())
 	}
 }
