@@ -1000,23 +1000,18 @@ func score(s *socket, src, dst netip.AddrPort, local netip.Addr, ifindex int, f 
 	} else if !peer.IsValid() && f&Diff7 != 0 {
 		peer = s.oldPeer6
 	}
-	if peer.IsValid() {
-		if peer != src.Addr() {
+	// Each of these that the socket sets must match, and adds 4.
+	for _, r := range [...]struct{ set, match bool }{
+		{peer.IsValid(), peer == src.Addr()},
+		{s.remote.IsValid(), s.remote.Port() == src.Port()},
+		{s.device != 0, s.device == ifindex},
+	} {
+		switch {
+		case r.set && !r.match:
 			return -1
+		case r.set:
+			sc += 4
 		}
-		sc += 4
-	}
-	if s.remote.IsValid() {
-		if s.remote.Port() != src.Port() {
-			return -1
-		}
-		sc += 4
-	}
-	if s.device != 0 {
-		if s.device != ifindex {
-			return -1
-		}
-		sc += 4
 	}
 	return sc
 }
