@@ -2,6 +2,7 @@ package demux
 
 import (
 	"net/netip"
+	"runtime"
 
 	"github.com/udpdemux/udpdemux/internal/sock"
 )
@@ -72,10 +73,16 @@ func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*sock
 }
 
 // withPort runs f with port locked, for a reader that writers kept from
-// finishing without the lock. f must not call back into the caller's
-// code: a callback that panicked or used the table would hold the lock.
+// finishing without the lock, and then yields the processor, as a
+// lookup's locked attempt does (see grow's unlockRead): the writer it
+// kept waiting would otherwise wait for the end of the reader's time
+// slice. f must not call back into the caller's code: a callback that
+// panicked or used the table would hold the lock.
 func (w *writes[V, P, E]) withPort(port uint16, f func()) {
 	h := w.e.LockPort(port)
-	defer w.e.Unlock(h)
+	defer func() {
+		w.e.Unlock(h)
+		runtime.Gosched()
+	}()
 	f()
 }
