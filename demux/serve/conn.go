@@ -217,8 +217,10 @@ func (s *Server[V]) connOf(sk *demux.Socket[V]) *Conn {
 		return c.(*Conn)
 	}
 	if cs.attaching.Load() != 0 {
+		// Waits for the attaching ListenPacket.
 		cs.mu.Lock()
-		cs.mu.Unlock() //nolint:staticcheck // waits for the attaching ListenPacket
+		//lint:ignore SA2001 the empty section is the wait
+		cs.mu.Unlock()
 	}
 	// Again in either case: sk's ListenPacket may have registered it and
 	// ended between the first look and the count.

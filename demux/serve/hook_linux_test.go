@@ -132,12 +132,12 @@ func TestUserHookPanic(t *testing.T) {
 			require.NotZero(t, port)
 
 			armed.Store(true)
-			bind := func() (s *demux.Socket[string], err error, p any) {
+			bind := func() (s *demux.Socket[string], p any, err error) {
 				defer func() { p = recover() }()
 				s, err = srv.Table().Bind(demux.Options{Addr: lo, Port: port}, "s")
-				return s, err, nil
+				return s, nil, err
 			}
-			s, err, p := bind()
+			s, p, err := bind()
 			if tc.inUse {
 				require.Equal(t, "hook", p, "the panic reaches the caller of Bind")
 			} else {

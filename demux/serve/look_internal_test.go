@@ -40,6 +40,7 @@ func TestLookWhileLooking(t *testing.T) {
 	}, time.Second, watchTick, "no look after the lock was released")
 	l.disarm()
 	l.looking.Lock() // waits for a look under way
+	//lint:ignore SA2001 the empty section is the wait
 	l.looking.Unlock()
 	assert.Equal(t, inCall, b.state.Load())
 }

@@ -386,8 +386,10 @@ func (s *Server[V]) putBatch(b *batch[V]) {
 	l := b.l
 	// Not a Store: a look may have just made a helper's batch active.
 	l.active.CompareAndSwap(b, nil)
+	// Waits for a look under way.
 	l.looking.Lock()
-	l.looking.Unlock() //nolint:staticcheck // waits for a look under way
+	//lint:ignore SA2001 the empty section is the wait
+	l.looking.Unlock()
 	s.batches.put(b)
 }
 
