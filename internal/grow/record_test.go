@@ -68,7 +68,7 @@ func TestLockPortSkipsDeadRecord(t *testing.T) {
 		got := make(chan *Port)
 		go func() { got <- g.LockPort(port) }()
 		time.Sleep(2 * time.Millisecond) // the waiter loads held and waits
-		g.Unlock(held)                    // empty: drops held
+		g.Unlock(held)                   // empty: drops held
 		pr := <-got
 		assert.NotSame(t, held, pr, "the waiter took the dropped record")
 		assert.Same(t, slot(), pr, "the waiter's record is not its port's")
