@@ -62,7 +62,7 @@ func TestNewRange(t *testing.T) {
 	r, err = NewRange(100, 110, []uint16{105, 200})
 	require.NoError(t, err)
 	for p := 90; p < 120; p++ {
-		assert.Equal(t, p >= 100 && p <= 110 && p != 105, r.Allowed(uint16(p)), p)
+		assert.Equal(t, p >= 100 && p <= 110 && p != 105, r.allowed(uint16(p)), p)
 	}
 	assert.True(t, r.reservedPort(200))
 }

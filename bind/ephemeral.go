@@ -19,11 +19,11 @@ type Ephemeral struct {
 }
 
 // Index picks uniformly among the ports of the range that no socket uses
-// (Occupancy.TakeFree). With none, it fails at once if every port holds a
+// (Occupancy.takeFree). With none, it fails at once if every port holds a
 // socket that blocks n, and otherwise searches the ports that may be
 // shared with Bitmap.
 func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
-	took, search := x.Occ.TakeFree(x.Rand, g, n, func(p uint16) bool { return x.take(p, n, g) })
+	took, search := x.Occ.takeFree(x.Rand, g, n, func(p uint16) bool { return x.take(p, n, g) })
 	switch {
 	case took:
 		return true
@@ -74,7 +74,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 		p := start
 		for {
 			k := p >> shift
-			if x.Occ.Range.Allowed(p) && marked[k>>6]&(1<<(k&63)) == 0 {
+			if x.Occ.Range.allowed(p) && marked[k>>6]&(1<<(k&63)) == 0 {
 				n.Port = p
 				return true
 			}
@@ -100,7 +100,7 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 		slot := x.H1.Slot(p)
 		x.H1.LockPort(g, p)
 		n.Port = p
-		if x.Occ.Range.Allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
+		if x.Occ.Range.allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
 			return true
 		}
 		g.Unlock()
@@ -124,14 +124,14 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 // holding nothing.
 //
 // Like Index, it picks uniformly among the ports that hold no socket
-// (Occupancy.TakeFree) and fails at once when every port holds a socket
+// (Occupancy.takeFree) and fails at once when every port holds a socket
 // that blocks n. When every port is used but some may be shared, it tries
 // the ports of the range from a random one by a random step prime to the
 // range's size, which visits each once, checking each with free: O(range),
 // as Linux's search is when the range is nearly full.
 func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *sock.Entry, lock func(p uint16) P, unlock func(P), free func(P, *sock.Entry) bool) (P, bool) {
 	var held P
-	took, search := o.TakeFree(rnd, g, n, func(p uint16) bool {
+	took, search := o.takeFree(rnd, g, n, func(p uint16) bool {
 		held = lock(p)
 		if !o.InUse(p) { // exact under p's lock, which every writer of p holds
 			n.Port = p
@@ -155,7 +155,7 @@ func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *sock.Entry, l
 	}
 	for i := range remaining {
 		p := r.Low + uint16((start+i*step)%remaining)
-		if !r.Allowed(p) {
+		if !r.allowed(p) {
 			continue
 		}
 		held = lock(p)

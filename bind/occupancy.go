@@ -177,7 +177,7 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 	}
 	*at = c
 	o.total.Add(int64(d))
-	if o.Range != nil && o.Range.Allowed(p) {
+	if o.Range != nil && o.Range.allowed(p) {
 		o.inRange.add(was, c)
 	}
 	o.used.set(p, c.users != 0)
@@ -223,7 +223,7 @@ func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
 	return int(size - o.inRange.used.Load()), blocked.Load() < size
 }
 
-// sampleTries is how many ports of the range TakeFree draws at random
+// sampleTries is how many ports of the range takeFree draws at random
 // before it counts the free ones: when many are free, one of a few draws
 // is.
 const sampleTries = 4
@@ -232,7 +232,7 @@ const sampleTries = 4
 // by a concurrent bind before the caller locks it.
 const indexTries = 8
 
-// TakeFree picks a port of the range that holds no socket, uniformly, and
+// takeFree picks a port of the range that holds no socket, uniformly, and
 // offers it to take, which locks the port, confirms that it is still free
 // (InUse, exact under the port's lock) and keeps it, or declines. It first
 // draws a few ports at random: rejection sampling, uniform over the free
@@ -243,12 +243,12 @@ const indexTries = 8
 // tell (false: every port holds a socket that blocks n outright). Its
 // draws take the random source's lock through g, the write's Guard, which
 // holds nothing between take's calls.
-func (o *Occupancy) TakeFree(rnd *Rand, g *lockorder.Guard, n *sock.Entry, take func(uint16) bool) (took, search bool) {
+func (o *Occupancy) takeFree(rnd *Rand, g *lockorder.Guard, n *sock.Entry, take func(uint16) bool) (took, search bool) {
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
 	for range sampleTries {
 		p := r.Low + uint16(rnd.IntN(g, remaining))
-		if r.Allowed(p) && !o.InUse(p) && take(p) {
+		if r.allowed(p) && !o.InUse(p) && take(p) {
 			return true, false
 		}
 	}

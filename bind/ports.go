@@ -66,8 +66,8 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 	return r, nil
 }
 
-// Allowed reports whether bind(0) may choose p.
-func (r *Range) Allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.reservedPort(p) }
+// allowed reports whether bind(0) may choose p.
+func (r *Range) allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.reservedPort(p) }
 
 // reservedPort reports whether p is reserved.
 func (r *Range) reservedPort(p uint16) bool { return r.reserved != nil && r.reserved.has(p) }

@@ -8,7 +8,7 @@ import (
 )
 
 // TestAllowedWord checks the word form that census and kthFree read against
-// Allowed, port by port, for random ranges with and without reserved ports.
+// allowed, port by port, for random ranges with and without reserved ports.
 func TestAllowedWord(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for range 200 {
@@ -24,7 +24,7 @@ func TestAllowedWord(t *testing.T) {
 			got := rg.allowedWord(w)
 			for b := range 64 {
 				p := uint16(w<<6 | b)
-				require.Equal(t, rg.Allowed(p), got&(1<<b) != 0, "range %d-%d port %d", lo, hi, p)
+				require.Equal(t, rg.allowed(p), got&(1<<b) != 0, "range %d-%d port %d", lo, hi, p)
 			}
 		}
 	}

@@ -254,10 +254,10 @@ func (s *Socket) First4() (Tuple, bool) {
 	return TupleOf((*Entry)(s.first4)), true
 }
 
-// HoldFirst4 makes e, a new state of the socket whose 4-tuple and Seq are
+// holdFirst4 makes e, a new state of the socket whose 4-tuple and Seq are
 // those of its first connect, what holds them. The caller holds the
 // socket's primary slot lock.
-func (s *Socket) HoldFirst4(e *Entry) { s.first4, s.first4Own = unsafe.Pointer(e), false }
+func (s *Socket) holdFirst4(e *Entry) { s.first4, s.first4Own = unsafe.Pointer(e), false }
 
 // MoveFirst4 makes t the socket's place in the 4-tuple hash, as Linux's
 // rehash of a hashed socket does. The caller holds the socket's primary

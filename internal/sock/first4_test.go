@@ -32,7 +32,7 @@ func TestFirst4(t *testing.T) {
 			var s Socket
 			_, ok := s.First4()
 			require.False(t, ok)
-			s.HoldFirst4(first)
+			s.holdFirst4(first)
 			got, ok := s.First4()
 			require.True(t, ok)
 			require.Equal(t, want, got)

@@ -34,7 +34,7 @@ func Place4(e *Entry, f Tuple, ok bool) {
 	if ok && e.Has(Connected) && TupleOf(e).With(f.Seq) == f {
 		e.Flags |= Hash4
 		e.Seq = f.Seq
-		sk.HoldFirst4(e)
+		sk.holdFirst4(e)
 		return
 	}
 	e.Flags &^= Hash4
