@@ -152,20 +152,7 @@ func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local net
 	if err != nil {
 		return s.opError("connect", err)
 	}
-	e := &sock.Entry{
-		Face: sock.Face{
-			Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
-			Seq: old.Seq, Ref: old.Ref, Remote: peer.Addr, RemotePort: peer.Port,
-		},
-		Owner: old.Owner, Peer4: old.Peer4,
-	}
-	l.SetOn(e)
-	if peer.Device != 0 {
-		e.Device = int32(peer.Device)
-	}
-	if e.Remote.IsMapped() && e.Has(sock.Is6) {
-		e.Peer4 = e.Remote.V4()
-	}
+	e := l.Connected(old, peer)
 	sock.Order(e, old, &t.seq)
 	w.replace(h, s, old, e)
 	return nil

@@ -18,6 +18,29 @@ type Peer struct {
 	Device int
 }
 
+// Connected returns the state of the socket whose state was old once it
+// has connected to p with l, Connect's answer, as its local side: old's
+// port, device, owner and value, marked connected, on the device a
+// link-local peer's zone names if it names one; an IPv6 socket's v4-mapped
+// peer is also its remembered IPv4 peer (Linux's inet_daddr, which the
+// placeholder fallback reads). Its order and 4-tuple place are
+// sock.Order's to set.
+func (l Local) Connected(old *sock.Entry, p Peer) *sock.Entry {
+	e := &sock.Entry{
+		Face: sock.Face{Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
+			Ref: old.Ref, Remote: p.Addr, RemotePort: p.Port},
+		Owner: old.Owner, Peer4: old.Peer4,
+	}
+	l.SetOn(e)
+	if p.Device != 0 {
+		e.Device = int32(p.Device)
+	}
+	if e.Remote.IsMapped() && e.Has(sock.Is6) {
+		e.Peer4 = e.Remote.V4()
+	}
+	return e
+}
+
 // Connect returns the local side and peer of the socket whose local side
 // is l (with device dev) after it connects to peer, taking src as its
 // local address if l is a wildcard. src is what routing chose; it must be

@@ -150,3 +150,45 @@ func TestConnectLocal(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, p.Device)
 }
+
+// TestConnected: the state a connect makes keeps the old state's port,
+// owner and value, is connected to the peer, takes the device a
+// link-local peer's zone names, and remembers a v4-mapped peer of an
+// IPv6 socket as its IPv4 peer (Linux's inet_daddr), which an IPv4 socket
+// does not keep and a later IPv6 peer does not clear.
+func TestConnected(t *testing.T) {
+	sk := new(sock.Socket)
+	for _, tc := range []struct {
+		name        string
+		bound, peer string
+		src         string
+		oldDevice   int32
+		oldPeer4    uint32
+		wantDevice  int32
+		wantPeer4   uint32
+	}{
+		{"IPv4", "0.0.0.0", "192.0.2.9:53", "192.0.2.1", 7, 0, 7, 0},
+		{"dual-stack, IPv4 peer", "::", "[::ffff:192.0.2.9]:53", "192.0.2.1", 7, 0, 7, 192<<24 | 2<<8 | 9},
+		{"dual-stack, IPv6 peer after an IPv4 one", "::", "[2001:db8::9]:53", "2001:db8::1", 7, 42, 7, 42},
+		{"link-local peer", "::", "[fe80::9%3]:53", "fe80::1", 0, 0, 3, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := Bind(netip.MustParseAddr(tc.bound), false, 0, nil)
+			require.NoError(t, err)
+			old := &sock.Entry{Face: sock.Face{Port: 5353, Device: tc.oldDevice, Ref: sock.Ref{Sock: sk, Word: 11}}, Owner: 1000, Peer4: tc.oldPeer4}
+			l.SetOn(old)
+			nl, p, err := Connect(LocalOf(old), int(old.Device), netip.MustParseAddrPort(tc.peer), netip.MustParseAddr(tc.src), nil)
+			require.NoError(t, err)
+			e := nl.Connected(old, p)
+			assert.Equal(t, nl, LocalOf(e), "local side")
+			assert.True(t, e.Has(sock.Connected))
+			assert.Equal(t, p.Addr, e.Remote)
+			assert.Equal(t, uint16(53), e.RemotePort)
+			assert.Equal(t, uint16(5353), e.Port)
+			assert.Equal(t, uint32(1000), e.Owner)
+			assert.Equal(t, old.Ref, e.Ref)
+			assert.Equal(t, tc.wantDevice, e.Device, "device")
+			assert.Equal(t, tc.wantPeer4, e.Peer4, "IPv4 peer")
+		})
+	}
+}

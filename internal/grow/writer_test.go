@@ -86,15 +86,7 @@ func (w *writer) connect(s *wsock, peer netip.AddrPort, src netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
-		Ref: old.Ref, Remote: p.Addr, RemotePort: p.Port}, Owner: old.Owner, Peer4: old.Peer4}
-	l.SetOn(e)
-	if p.Device != 0 {
-		e.Device = int32(p.Device)
-	}
-	if e.Remote.IsMapped() && e.Has(sock.Is6) {
-		e.Peer4 = e.Remote.V4()
-	}
+	e := l.Connected(old, p)
 	sock.Order(e, old, &w.seq)
 	w.replace(pr, s, old, e)
 	return nil
