@@ -14,6 +14,9 @@
 //   - Link-local addresses (fe80::/10, ff02::/16) need an interface, from
 //     the address's zone or from the socket's device; the socket then
 //     behaves as bound to that device.
+//   - An IPv6 socket that connects to a v4-mapped peer remembers that
+//     IPv4 peer (Linux's inet_daddr) through later connects to IPv6 peers;
+//     the placeholder fallback reads it (Local.Connected).
 //
 // The rules are stated on the fields of sock.Entry (its family flags, V4
 // and V6), which is what both the bind checks and the lookups read.
