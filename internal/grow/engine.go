@@ -179,8 +179,14 @@ func (g *Engine) addrHash(k addrKey) uint64 {
 	if !k.addr.IsMapped() {
 		return g.addrHash6(k)
 	}
-	x := uint64(k.addr.V4())<<16 | uint64(k.port)
-	return g.withDev(fold(fold(x^g.seed, g.mulA)^g.mulP, x^g.mulC), k.dev)
+	return g.withDev(g.addrHash4(k.addr.V4(), k.port), k.dev)
+}
+
+// addrHash4 is addrHash of the key of the IPv4 address v4 and port, of no
+// device.
+func (g *Engine) addrHash4(v4 uint32, port uint16) uint64 {
+	x := uint64(v4)<<16 | uint64(port)
+	return fold(fold(x^g.seed, g.mulA)^g.mulP, x^g.mulC)
 }
 
 func (g *Engine) addrHash6(k addrKey) uint64 {

@@ -254,21 +254,60 @@ func TestSearch4SeesMoves(t *testing.T) {
 	slot := w.g.port(port)
 
 	seq := slot.list.Seq.Peek()
-	e, ok := w.g.search4(slot, tuple(), seq)
+	e, ok := w.g.search4(slot, tuple(), seq, 0, false)
 	require.True(t, ok, "no move: search4 answers")
 	require.Same(t, m.sk, e.Ref.Sock)
 
 	require.NoError(t, w.connect(m, peer, dst.Addr()))
-	e, ok = w.g.search4(slot, tuple(), seq)
+	e, ok = w.g.search4(slot, tuple(), seq, 0, false)
 	assert.False(t, ok, "a move since the count's read: search4 answered %v", e)
 
 	pr := w.g.LockPort(port)
 	pr.s.list.Seq.Begin()
-	e, ok = w.g.search4(slot, tuple(), slot.list.Seq.Peek())
+	e, ok = w.g.search4(slot, tuple(), slot.list.Seq.Peek(), 0, false)
 	assert.False(t, ok, "a move under way: search4 answered %v", e)
 	pr.s.list.Seq.End()
 	w.g.Unlock(pr)
 
 	got, _ := w.lookup4(peer, dst, 1)
 	assert.Same(t, m.sk, got, "Lookup4 after the move")
+}
+
+// TestExact4SeesMoves: exact4, the IPv4 path's shortcut to a socket bound
+// to the destination, answers only while the port's sequence count is
+// even and unchanged since it was read, as search4 does; and it reports a
+// key absent only if it is in neither its line's positions nor its chain,
+// since search4 then does not read it.
+func TestExact4SeesMoves(t *testing.T) {
+	const port = 4000
+	v4 := func(s string) uint32 { return lookup.V4(netip.MustParseAddr(s)) }
+	w := newWriter(t, AlwaysIndex, 9)
+	m := w.bind(netip.MustParseAddr("10.0.0.1"), port, bindOpts{})
+	slot := w.g.port(port)
+
+	seq := slot.list.Seq.Peek()
+	e, absent := w.g.exact4(slot, v4("10.0.0.1"), port, seq)
+	require.NotNil(t, e, "no move: exact4 answers")
+	require.Same(t, m.sk, e.Ref.Sock)
+	require.False(t, absent)
+
+	pr := w.g.LockPort(port)
+	pr.s.list.Seq.Begin()
+	e, _ = w.g.exact4(slot, v4("10.0.0.1"), port, slot.list.Seq.Peek())
+	assert.Nil(t, e, "a move under way: exact4 answered")
+	pr.s.list.Seq.End()
+	w.g.Unlock(pr)
+	e, _ = w.g.exact4(slot, v4("10.0.0.1"), port, seq)
+	assert.Nil(t, e, "a move since the count's read: exact4 answered")
+
+	seq = slot.list.Seq.Peek()
+	e, absent = w.g.exact4(slot, v4("10.0.0.9"), port, seq)
+	assert.True(t, e == nil && absent, "a key no socket has")
+
+	// An IPv4 and a v4-mapped IPv6 socket on 10.0.0.2: one key of two
+	// classes, kept in the chain.
+	w.bind(netip.MustParseAddr("10.0.0.2"), port, bindOpts{})
+	w.bind(netip.MustParseAddr("::ffff:10.0.0.2"), port, bindOpts{})
+	e, absent = w.g.exact4(slot, v4("10.0.0.2"), port, slot.list.Seq.Peek())
+	assert.True(t, e == nil && !absent, "a key in the chain: got %v, absent %v", e, absent)
 }
