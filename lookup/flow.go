@@ -59,6 +59,8 @@ func (q *Query) flow(hash uint32) sock.Flow {
 // in an SO_REUSEPORT group of several members, the Ref of the member that
 // q's flow goes to (see Member), which it copies into q: the result lives
 // as long as q and e.
+// Its tests of e stay small enough to inline on the lookup path, where
+// most winners are in no group.
 func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	if e == nil {
 		return nil
@@ -66,6 +68,11 @@ func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	if e.Group == nil {
 		return &e.Ref
 	}
+	return group(seed, e, q)
+}
+
+// group is ReusePort for e, a winner in an SO_REUSEPORT group.
+func group(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	v := e.Group.View()
 	if v.Len() < 2 {
 		return &e.Ref

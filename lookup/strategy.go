@@ -33,19 +33,21 @@ type Tables struct {
 // among equal scores the largest Seq (the most recently bound).
 type Best struct {
 	E     *sock.Face
-	score int
+	score int // 0 while E is nil: a candidate's score is at least 1
 }
 
 // NewBest returns a Best with no candidate.
-func NewBest() Best { return Best{score: -1} }
+func NewBest() Best { return Best{} }
 
 // Offer makes e the winner if it matches q and beats the current one.
+// As no candidate scores 0, a refusal (-1) never wins, and a tie is only
+// ever with a winner.
 func (b *Best) Offer(e *sock.Face, q *Query) {
 	s := score(e, q)
-	if s < 0 || s < b.score {
+	if s < b.score {
 		return
 	}
-	if s > b.score || b.E == nil || e.Seq > b.E.Seq {
+	if s > b.score || e.Seq > b.E.Seq {
 		b.E, b.score = e, s
 	}
 }
@@ -104,11 +106,11 @@ func (b *Best) scanSecondary(n *sock.Node, q *Query) {
 func (b *Best) scanDistinct(n *sock.Node, q *Query, h2 *hash2.Table, i int, sum hash2.Summary) {
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.OfSecondary(n)
-		if e.V6 != q.Dst {
+		if e.V6 != q.Dst || e.Port != q.DstPort {
 			continue
 		}
 		b.Offer(&e.Face, q)
-		if e.Port == q.DstPort && h2.Unchanged(i, sum) {
+		if h2.Unchanged(i, sum) {
 			return
 		}
 	}
