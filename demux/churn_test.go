@@ -104,7 +104,7 @@ func TestMembersUnderChurn(t *testing.T) {
 // the writers starve a search that only retries depends on how the
 // machine schedules them; the tests that hold the bound whatever the
 // scheduling, with a writer that is in a move nearly all the time, are
-// TestSearchBesideEndlessMoves in packages grow and lookup.
+// TestSearchBesideEndlessMoves in packages grow and fixed.
 func TestLookupsBesideMover(t *testing.T) {
 	const port = 7100
 	dst := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port)

@@ -5,24 +5,18 @@ import (
 	"github.com/udpdemux/udpdemux/ipv6"
 )
 
-// PlaceholderFallback finds the receiver of an IPv4 datagram to 127.0.0.6
-// that no ordinary candidate took (DESIGN.md, "The placeholder fallback"),
-// as Linux (6.13 onwards) does when both of its secondary-table searches
-// come back empty: it scores the primary chain against the exact
-// destination, and there a dual-stack socket that
+// PlaceholderFallback finds, in the primary chain that starts at n, the
+// receiver of an IPv4 datagram to 127.0.0.6 that no ordinary candidate
+// took (DESIGN.md, "The placeholder fallback"), as Linux (6.13 onwards)
+// does when both of its secondary-table searches come back empty: it
+// scores the primary chain against the exact destination, and there a dual-stack socket that
 // connected to an IPv6 peer answers on its IPv4 placeholder 127.0.0.6.
 // Such a socket has no IPv4 peer address, so only the source port is
 // checked — unless it once connected to an IPv4 peer: Linux keeps that
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func (t *Tables) PlaceholderFallback(q *Query) *sock.Ref {
-	return PlaceholderFallbackFrom(t.H1.Slot(q.DstPort).Chain.First(), q)
-}
-
-// PlaceholderFallbackFrom is PlaceholderFallback over the primary chain
-// that starts at n.
-func PlaceholderFallbackFrom(n *sock.Node, q *Query) *sock.Ref {
+func PlaceholderFallback(n *sock.Node, q *Query) *sock.Ref {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
 		e := sock.OfPrimary(n)

@@ -2,7 +2,14 @@
 // (demux.Config.Slots from 256 to 65536): the primary table of package
 // hash1, keyed by port, and the secondary table of package hash2, keyed by
 // (address, port), both of a size fixed for the table's life. Its lookups
-// apply the configured strategy of package lookup to those tables; its
+// apply the configured strategy to those tables: one-phase scans the
+// port's primary chain; two-phase searches the secondary slot of
+// (destination address, port), then that of (wildcard, port), skipping
+// the second when an exact-address socket was found or both are one slot;
+// hybrid, Linux 2.6.33's rule, is two-phase when the primary chain is
+// longer than a threshold and not shorter than the secondary slot, else
+// one-phase. A search that moves between slots keep overlapping gives way
+// to the primary chain, where a move replaces an entry in place. Its
 // writes are linking and unlinking entries in both
 // chains, SO_REUSEPORT groups, the
 // move of an entry between secondary slots inside their sequence counts,

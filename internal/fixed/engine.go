@@ -8,7 +8,6 @@ import (
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
-	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Chooser is a bind(0) algorithm: (*bind.Ephemeral).Index, Bitmap or
@@ -40,7 +39,7 @@ type Config struct {
 type Engine struct {
 	h1       *hash1.Table
 	h2       *hash2.Table
-	tabs     lookup.Tables // what lookups read: h1, h2, threshold, seed
+	tabs     tables // what lookups read: h1, h2, threshold, seed
 	strategy Strategy
 	check    bind.Checker
 	eph      bind.Ephemeral
@@ -62,7 +61,7 @@ type Held struct {
 // New returns an engine over c's tables.
 func New(c Config) *Engine {
 	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose, strategy: c.Strategy,
-		tabs: lookup.Tables{H1: c.H1, H2: c.H2, Threshold: c.Threshold, Seed: c.Seed}}
+		tabs: tables{h1: c.H1, h2: c.H2, threshold: c.Threshold, seed: c.Seed}}
 	x.check = bind.Checker{H1: c.H1, H2: c.H2, Rule: c.Rule}
 	x.eph = bind.Ephemeral{Checker: x.check, Occ: c.Occ, Rand: c.Rand}
 	if x.choose == nil {

@@ -7,12 +7,11 @@ import (
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// Strategy is which of package lookup's searches the fixed tables' lookups
-// use.
+// Strategy is which search the fixed tables' lookups use.
 type Strategy uint8
 
 const (
-	// Hybrid is Linux 2.6.33's rule (lookup.Tables.Hybrid).
+	// Hybrid is Linux 2.6.33's rule (see tables.hybrid).
 	Hybrid Strategy = iota
 	// OnePhase scans the port's primary chain.
 	OnePhase
@@ -28,14 +27,14 @@ const (
 func (x *Engine) Lookup(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
-		r, p = x.tabs.OnePhase(q), lookup.Primary
+		r, p = x.tabs.onePhase(q), lookup.Primary
 	case TwoPhase:
-		r, p = x.tabs.TwoPhase(q), lookup.Secondary
+		r, p = x.tabs.twoPhase(q), lookup.Secondary
 	default:
-		r, p = x.tabs.Hybrid(q)
+		r, p = x.tabs.hybrid(q)
 	}
 	if r == nil && lookup.ToPlaceholder(q) {
-		r = x.tabs.PlaceholderFallback(q)
+		r = x.tabs.placeholderFallback(q)
 	}
 	return r, p
 }
@@ -46,14 +45,14 @@ func (x *Engine) Lookup(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
 func (x *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
-		return x.tabs.MatchPrimary(q, rs), lookup.Primary
+		return x.tabs.matchPrimary(q, rs), lookup.Primary
 	case TwoPhase:
-		if out, ok := x.tabs.MatchSecondary(q, rs, -1); ok {
+		if out, ok := x.tabs.matchSecondary(q, rs, -1); ok {
 			return out, lookup.Secondary
 		}
-		return x.tabs.MatchPrimary(q, rs), lookup.Fallback
+		return x.tabs.matchPrimary(q, rs), lookup.Fallback
 	}
-	return x.tabs.MatchHybrid(q, rs)
+	return x.tabs.matchHybrid(q, rs)
 }
 
 // Tables returns the primary and secondary tables, for statistics.

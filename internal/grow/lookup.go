@@ -48,7 +48,7 @@ func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) 
 func (g *Engine) finish(slot *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
 	if e == nil {
 		if lookup.ToPlaceholder(q) {
-			return lookup.PlaceholderFallbackFrom(slot.list.First(), q)
+			return lookup.PlaceholderFallback(slot.list.First(), q)
 		}
 		return nil
 	}

@@ -1,4 +1,4 @@
-package lookup
+package fixed
 
 import (
 	"sync"
@@ -12,6 +12,7 @@ import (
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestSearchBesideEndlessMoves: a search of the secondary slots returns,
@@ -29,24 +30,24 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 		name    string
 		dst     string
 		devices bool // the unicast shape: a device each
-		search  func(tabs *Tables, q *Query) []*sock.Socket
+		search  func(tabs *tables, q *lookup.Query) []*sock.Socket
 	}{
-		{name: "TwoPhase", dst: unicastDst, devices: true, search: func(tabs *Tables, q *Query) []*sock.Socket {
-			return refs(tabs.TwoPhase(q))
+		{name: "TwoPhase", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+			return refs(tabs.twoPhase(q))
 		}},
-		{name: "Hybrid", dst: unicastDst, devices: true, search: func(tabs *Tables, q *Query) []*sock.Socket {
-			r, _ := tabs.Hybrid(q)
+		{name: "Hybrid", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+			r, _ := tabs.hybrid(q)
 			return refs(r)
 		}},
-		{name: "MatchHybrid", dst: multicastDst, search: func(tabs *Tables, q *Query) []*sock.Socket {
-			rs, _ := tabs.MatchHybrid(q, nil)
+		{name: "MatchHybrid", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+			rs, _ := tabs.matchHybrid(q, nil)
 			return socks(rs)
 		}},
-		{name: "MatchSecondary", dst: multicastDst, search: func(tabs *Tables, q *Query) []*sock.Socket {
+		{name: "MatchSecondary", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
 			// As package demux's two-phase strategy does.
-			rs, ok := tabs.MatchSecondary(q, nil, -1)
+			rs, ok := tabs.matchSecondary(q, nil, -1)
 			if !ok {
-				rs = tabs.MatchPrimary(q, rs)
+				rs = tabs.matchPrimary(q, rs)
 			}
 			return socks(rs)
 		}},
@@ -56,7 +57,7 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			require.NoError(t, err)
 			h2, err := hash2.New(256, 7)
 			require.NoError(t, err)
-			tabs := &Tables{H1: h1, H2: h2, Threshold: 10}
+			tabs := &tables{h1: h1, h2: h2, threshold: 10}
 			var last *sock.Entry
 			for i := range sockets + 1 {
 				var dev int32

@@ -1,4 +1,4 @@
-package lookup
+package fixed
 
 import (
 	"fmt"
@@ -10,14 +10,23 @@ import (
 
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// named returns an entry like bound's, with a socket of its own and the
-// tie order seq.
+// named returns an unlinked entry bound to addr, port 53 and device
+// dev, with the tie order seq.
 func named(t *testing.T, addr string, dev int32, seq uint64) *sock.Entry {
-	e := bound(t, addr, dev)
-	e.Ref.Sock, e.Seq = new(sock.Socket), seq
+	e := entry(t, addr, 53, 0, 0)
+	e.Device, e.Seq = dev, seq
 	return e
+}
+
+// query returns the datagram from src to dst that arrived on ifindex.
+func query(t *testing.T, src, dst string, ifindex int) *lookup.Query {
+	t.Helper()
+	var q lookup.Query
+	require.True(t, q.Init(netip.MustParseAddrPort(src), netip.MustParseAddrPort(dst), ifindex))
+	return &q
 }
 
 // TestScanDistinctStop: in a slot whose summary says its keys are
@@ -37,11 +46,11 @@ func TestScanDistinctStop(t *testing.T) {
 	require.True(t, sum.Distinct())
 	a.N2.Next.Store(&trap.N2)
 
-	b := NewBest()
-	b.scanDistinct(h2.At(i).First(), q, h2, i, sum)
+	b := lookup.NewBest()
+	scanDistinct(&b, h2.At(i).First(), q, h2, i, sum)
 	assert.Same(t, &a.Face, b.E, "the walk went past the destination's entry")
-	b = NewBest()
-	b.scanSecondary(h2.At(i).First(), q)
+	b = lookup.NewBest()
+	scanSecondary(&b, h2.At(i).First(), q)
 	assert.Same(t, &trap.Face, b.E, "the trap must win a full walk, or this test proves nothing")
 }
 
@@ -74,8 +83,8 @@ func TestScanDistinctStale(t *testing.T) {
 				h2.Remove(i, twin)
 				require.True(t, h2.Summary(i).Distinct(), "the twin count is even again: only the count's change tells")
 			}
-			b := NewBest()
-			b.scanDistinct(n, q, h2, i, sum)
+			b := lookup.NewBest()
+			scanDistinct(&b, n, q, h2, i, sum)
 			assert.Same(t, &a.Face, b.E)
 		})
 	}
@@ -98,8 +107,8 @@ func TestTwoPhaseWildcardSlot(t *testing.T) {
 	wild := named(t, "0.0.0.0", 0, 1)
 	h2.Push(w, wild)
 	require.True(t, h2.Summary(w).Distinct())
-	tabs := Tables{H2: h2}
-	r := tabs.TwoPhase(query(t, "192.0.2.1:1000", dst+":53", 1))
+	tabs := tables{h2: h2}
+	r := tabs.twoPhase(query(t, "192.0.2.1:1000", dst+":53", 1))
 	require.NotNil(t, r, "datagram to %s, whose exact slot is the wildcard's", dst)
 	assert.Same(t, wild.Ref.Sock, r.Sock)
 }

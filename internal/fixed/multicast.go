@@ -1,27 +1,30 @@
-package lookup
+package fixed
 
-import "github.com/udpdemux/udpdemux/internal/sock"
+import (
+	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
+)
 
-// MatchPrimary appends to rs every entry of q's primary chain that
+// matchPrimary appends to rs every entry of q's primary chain that
 // receives the multicast or broadcast datagram q (Linux
 // __udp4_lib_mcast_deliver).
-func (t *Tables) MatchPrimary(q *Query, rs []*sock.Entry) []*sock.Entry {
-	for n := t.H1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
-		if e := sock.OfPrimary(n); Matches(e, q) {
+func (t *tables) matchPrimary(q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+	for n := t.h1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
+		if e := sock.OfPrimary(n); lookup.Matches(e, q) {
 			rs = append(rs, e)
 		}
 	}
 	return rs
 }
 
-// MatchSecondary appends the receivers of q found in its exact and
+// matchSecondary appends the receivers of q found in its exact and
 // wildcard secondary slots. With limit ≥ 0 it gives up (false) on meeting a
 // slot longer than limit. It re-runs the search if a socket moved between
 // the two slots meanwhile, so that no socket is missed or seen twice, up
 // to sock.ReadTries times; then it gives up too, and the caller matches
-// the primary chain (see twoPhase).
-func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
-	h2 := t.H2
+// the primary chain (see secondary).
+func (t *tables) matchSecondary(q *lookup.Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
+	h2 := t.h2
 	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
 	w := h2.Index(h2.WildHash(), q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
@@ -37,13 +40,13 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 			continue
 		}
 		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
-			if e := sock.OfSecondary(n); Matches(e, q) {
+			if e := sock.OfSecondary(n); lookup.Matches(e, q) {
 				rs = append(rs, e)
 			}
 		}
 		if i != w {
 			for n := wild.Chain.First(); n != nil; n = n.Next.Load() {
-				if e := sock.OfSecondary(n); Matches(e, q) {
+				if e := sock.OfSecondary(n); lookup.Matches(e, q) {
 					rs = append(rs, e)
 				}
 			}
@@ -55,15 +58,15 @@ func (t *Tables) MatchSecondary(q *Query, rs []*sock.Entry, limit int) ([]*sock.
 	return rs[:base], false
 }
 
-// MatchHybrid chooses between MatchPrimary and MatchSecondary by the
+// matchHybrid chooses between matchPrimary and matchSecondary by the
 // hybrid rule, and reports the path it took.
-func (t *Tables) MatchHybrid(q *Query, rs []*sock.Entry) ([]*sock.Entry, Path) {
-	p := t.H1.Slot(q.DstPort).Chain.Len()
-	if p > t.Threshold {
-		if out, ok := t.MatchSecondary(q, rs, p); ok {
-			return out, Secondary
+func (t *tables) matchHybrid(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
+	p := t.h1.Slot(q.DstPort).Chain.Len()
+	if p > t.threshold {
+		if out, ok := t.matchSecondary(q, rs, p); ok {
+			return out, lookup.Secondary
 		}
-		return t.MatchPrimary(q, rs), Fallback
+		return t.matchPrimary(q, rs), lookup.Fallback
 	}
-	return t.MatchPrimary(q, rs), Primary
+	return t.matchPrimary(q, rs), lookup.Primary
 }
