@@ -10,21 +10,21 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
-func entry(t *testing.T, addr string, flags uint8, dev int32, owner uint32) *sock.Entry {
+func entry(t *testing.T, addr string, flags uint8, dev int32, owner uint32) *lookup.Entry {
 	t.Helper()
 	l, err := ipv6.Bind(netip.MustParseAddr(addr), false, 0, nil)
 	require.NoError(t, err)
-	return &sock.Entry{Face: sock.Face{Flags: l.Flags | flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53, Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
+	return &lookup.Entry{Face: lookup.Face{Flags: l.Flags | flags, V4: l.V4, V6: l.V6, Device: dev, Port: 53, Ref: lookup.Ref{Sock: new(lookup.Socket)}}, Owner: owner}
 }
 
 // TestConflicts covers the option rules; package ipv6 tests the address
 // overlap.
 func TestConflicts(t *testing.T) {
-	const ra, rp = sock.ReuseAddr, sock.ReusePort
+	const ra, rp = lookup.ReuseAddr, lookup.ReusePort
 	for _, tc := range []struct {
 		name           string
 		nFlags, eFlags uint8
@@ -97,14 +97,14 @@ func TestOccupancyBlocks(t *testing.T) {
 		{"0.0.0.0", 0, true, false},
 		{"::ffff:0.0.0.0", 0, true, false},
 		{"::", 0, true, true},
-		{"::", sock.V6Only, false, true},
-		{"0.0.0.0", sock.ReuseAddr, false, false},
-		{"::", sock.ReusePort, false, false},
+		{"::", lookup.V6Only, false, true},
+		{"0.0.0.0", lookup.ReuseAddr, false, false},
+		{"::", lookup.ReusePort, false, false},
 		{"127.0.0.1", 0, false, false},
 	} {
 		e := entry(t, tc.addr, tc.flags, 0, 0)
-		if tc.flags&sock.V6Only != 0 {
-			e.Flags &^= sock.HasV4
+		if tc.flags&lookup.V6Only != 0 {
+			e.Flags &^= lookup.HasV4
 		}
 		b4, b6 := blocks(e)
 		assert.Equal(t, [2]bool{tc.b4, tc.b6}, [2]bool{b4, b6}, "%s %b", tc.addr, tc.flags)
@@ -116,7 +116,7 @@ func TestOccupancyBlocks(t *testing.T) {
 	free, unblocked := o.census(entry(t, "127.0.0.1", 0, 0, 0))
 	assert.Zero(t, free)
 	assert.False(t, unblocked, "0.0.0.0 blocks every IPv4 socket")
-	_, unblocked = o.census(entry(t, "::1", sock.V6Only, 0, 0))
+	_, unblocked = o.census(entry(t, "::1", lookup.V6Only, 0, 0))
 	assert.True(t, unblocked, "but not an IPv6-only one")
 	o.Remove(e)
 	free, _ = o.census(e)

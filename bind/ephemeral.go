@@ -3,8 +3,8 @@ package bind
 import (
 	"math/bits"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Ephemeral chooses ports for bind(0).
@@ -22,7 +22,7 @@ type Ephemeral struct {
 // (Occupancy.takeFree). With none, it fails at once if every port holds a
 // socket that blocks n, and otherwise searches the ports that may be
 // shared with Bitmap.
-func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
+func (x *Ephemeral) Index(n *lookup.Entry, g *lockorder.Guard) bool {
 	took, search := x.Occ.takeFree(x.Rand, g, n, func(p uint16) bool { return x.take(p, n, g) })
 	switch {
 	case took:
@@ -36,7 +36,7 @@ func (x *Ephemeral) Index(n *sock.Entry, g *lockorder.Guard) bool {
 // take locks p's primary slot and gives p to n if no socket holds it yet;
 // the index said it was free, but a concurrent bind may have taken it
 // since. On failure g holds nothing.
-func (x *Ephemeral) take(p uint16, n *sock.Entry, g *lockorder.Guard) bool {
+func (x *Ephemeral) take(p uint16, n *lookup.Entry, g *lockorder.Guard) bool {
 	x.H1.LockPort(g, p)
 	if !x.Occ.InUse(p) { // exact under p's lock, which every writer of p holds
 		n.Port = p
@@ -52,21 +52,21 @@ func (x *Ephemeral) take(p uint16, n *sock.Entry, g *lockorder.Guard) bool {
 // from a random one by an odd multiple of the table size — which visits
 // every port of the chain once in 16-bit arithmetic — and take the first
 // that is in range, unreserved and unmarked.
-func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
+func (x *Ephemeral) Bitmap(n *lookup.Entry, g *lockorder.Guard) bool {
 	slots := x.H1.Len()
 	shift := uint(bits.TrailingZeros(uint(slots)))
 	remaining := uint64(x.Occ.Range.High-x.Occ.Range.Low) + 1
 	r := x.Rand.rand32(g)
 	first := uint16(uint64(r)*remaining>>32) + x.Occ.Range.Low
 	step := uint16((r | 1) * uint32(slots))
-	var marked [65536 / sock.MinSlots / 64]uint64 // one bit per port of a chain
+	var marked [65536 / lookup.MinSlots / 64]uint64 // one bit per port of a chain
 	for i := 0; i < slots; i++ {
 		start := first + uint16(i)
 		slot := x.H1.Slot(start)
 		x.H1.LockPort(g, start)
 		marked = [len(marked)]uint64{}
 		for nd := slot.Chain.First(); nd != nil; nd = nd.Next.Load() {
-			if e := sock.OfPrimary(nd); Conflicts(n, e) {
+			if e := lookup.OfPrimary(nd); Conflicts(n, e) {
 				k := e.Port >> shift
 				marked[k>>6] |= 1 << (k & 63)
 			}
@@ -91,7 +91,7 @@ func (x *Ephemeral) Bitmap(n *sock.Entry, g *lockorder.Guard) bool {
 // Linear is the search before the 2009 fix: from a random port, probe port
 // after port by a random odd step, rescanning the port's chain for each.
 // It is kept for benchmarks.
-func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
+func (x *Ephemeral) Linear(n *lookup.Entry, g *lockorder.Guard) bool {
 	remaining := uint32(x.Occ.Range.High-x.Occ.Range.Low) + 1
 	r := x.Rand.rand32(g)
 	p := x.Occ.Range.Low + uint16(r%remaining)
@@ -100,7 +100,7 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 		slot := x.H1.Slot(p)
 		x.H1.LockPort(g, p)
 		n.Port = p
-		if x.Occ.Range.allowed(p) && !chainConflicts(slot.Chain.First(), sock.OfPrimary, n) {
+		if x.Occ.Range.allowed(p) && !chainConflicts(slot.Chain.First(), lookup.OfPrimary, n) {
 			return true
 		}
 		g.Unlock()
@@ -129,7 +129,7 @@ func (x *Ephemeral) Linear(n *sock.Entry, g *lockorder.Guard) bool {
 // the ports of the range from a random one by a random step prime to the
 // range's size, which visits each once, checking each with free: O(range),
 // as Linux's search is when the range is nearly full.
-func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *sock.Entry, lock func(p uint16) P, unlock func(P), free func(P, *sock.Entry) bool) (P, bool) {
+func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *lookup.Entry, lock func(p uint16) P, unlock func(P), free func(P, *lookup.Entry) bool) (P, bool) {
 	var held P
 	took, search := o.takeFree(rnd, g, n, func(p uint16) bool {
 		held = lock(p)

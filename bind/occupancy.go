@@ -4,8 +4,8 @@ import (
 	"math/bits"
 	"sync/atomic"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Occupancy indexes which ports hold sockets, so bind(0) can pick
@@ -157,12 +157,12 @@ func (o *Occupancy) Total() int { return int(o.total.Load()) }
 func (o *Occupancy) InUse(p uint16) bool { return o.used.has(p) }
 
 // Add counts e on its port. The caller holds the port's primary slot lock.
-func (o *Occupancy) Add(e *sock.Entry) { o.update(e, 1) }
+func (o *Occupancy) Add(e *lookup.Entry) { o.update(e, 1) }
 
 // Remove uncounts e. The caller holds the port's primary slot lock.
-func (o *Occupancy) Remove(e *sock.Entry) { o.update(e, -1) }
+func (o *Occupancy) Remove(e *lookup.Entry) { o.update(e, -1) }
 
-func (o *Occupancy) update(e *sock.Entry, d int) {
+func (o *Occupancy) update(e *lookup.Entry, d int) {
 	p := e.Port
 	at := o.count(p, true)
 	was := *at
@@ -190,28 +190,28 @@ func (o *Occupancy) update(e *sock.Entry, d int) {
 }
 
 // blocks reports which families of new sockets e blocks outright.
-func blocks(e *sock.Entry) (b4, b6 bool) {
-	if e.Flags&(sock.ReuseAddr|sock.ReusePort) != 0 || e.Device != 0 || !e.IsWild() {
+func blocks(e *lookup.Entry) (b4, b6 bool) {
+	if e.Flags&(lookup.ReuseAddr|lookup.ReusePort) != 0 || e.Device != 0 || !e.IsWild() {
 		return false, false
 	}
-	if !e.Has(sock.Is6) || e.V6.IsMapped() {
+	if !e.Has(lookup.Is6) || e.V6.IsMapped() {
 		return true, false
 	}
-	return !e.Has(sock.V6Only), true
+	return !e.Has(lookup.V6Only), true
 }
 
 // reaches reports which families a new socket n reaches, for blocking.
-func reaches(n *sock.Entry) (r4, r6 bool) {
-	if !n.Has(sock.Is6) || n.V6.IsMapped() {
+func reaches(n *lookup.Entry) (r4, r6 bool) {
+	if !n.Has(lookup.Is6) || n.V6.IsMapped() {
 		return true, false
 	}
-	return n.V6 == sock.Wild6 && !n.Has(sock.V6Only), true
+	return n.V6 == lookup.Wild6 && !n.Has(lookup.V6Only), true
 }
 
 // census counts the ports of the range with no socket, and reports
 // whether some port of the range holds no socket that blocks n outright,
 // from the range's counts.
-func (o *Occupancy) census(n *sock.Entry) (free int, unblocked bool) {
+func (o *Occupancy) census(n *lookup.Entry) (free int, unblocked bool) {
 	size := int32(o.Range.size)
 	blocked := &o.inRange.b46
 	switch r4, r6 := reaches(n); {
@@ -243,7 +243,7 @@ const indexTries = 8
 // tell (false: every port holds a socket that blocks n outright). Its
 // draws take the random source's lock through g, the write's Guard, which
 // holds nothing between take's calls.
-func (o *Occupancy) takeFree(rnd *Rand, g *lockorder.Guard, n *sock.Entry, take func(uint16) bool) (took, search bool) {
+func (o *Occupancy) takeFree(rnd *Rand, g *lockorder.Guard, n *lookup.Entry, take func(uint16) bool) (took, search bool) {
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
 	for range sampleTries {

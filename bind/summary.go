@@ -3,7 +3,7 @@ package bind
 import (
 	"maps"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // attrs is what decides whether a new socket conflicts with a bound one
@@ -14,22 +14,22 @@ type attrs struct {
 	dev   int32
 	owner uint32
 	v4    uint32
-	v6    sock.Addr16
+	v6    lookup.Addr16
 }
 
-const conflictFlags = sock.ReuseAddr | sock.ReusePort | sock.Is6 | sock.V6Only
+const conflictFlags = lookup.ReuseAddr | lookup.ReusePort | lookup.Is6 | lookup.V6Only
 
-func attrsOf(e *sock.Entry) attrs {
+func attrsOf(e *lookup.Entry) attrs {
 	a := attrs{flags: e.Flags & conflictFlags, dev: e.Device, v4: e.V4, v6: e.V6}
-	if e.Has(sock.ReusePort) {
+	if e.Has(lookup.ReusePort) {
 		a.owner = e.Owner
 	}
 	return a
 }
 
 // conflicts reports whether n conflicts with a socket of attributes a.
-func (a *attrs) conflicts(n *sock.Entry) bool {
-	var e sock.Entry
+func (a *attrs) conflicts(n *lookup.Entry) bool {
+	var e lookup.Entry
 	e.Flags, e.Device, e.Owner, e.V4, e.V6 = a.flags, a.dev, a.owner, a.v4, a.v6
 	return Conflicts(n, &e)
 }
@@ -84,7 +84,7 @@ func (cs *classes) index(a attrs) int {
 // bound to a device are counted in devs.
 type Summary struct {
 	byV4 keyed[uint32]
-	byV6 keyed[sock.Addr16]
+	byV6 keyed[lookup.Addr16]
 	wild classes
 	// devs counts the sockets bound to a device; nil while the port has
 	// none, as most ports never do.
@@ -178,14 +178,14 @@ type cell struct {
 // cellOf4 returns a's cell under IPv4 key a.v4, if a cell can hold it:
 // if its IPv6 address is the key's mapped form or "::".
 func cellOf4(a attrs) (cell, bool) {
-	c := cell{flags: a.flags, dev: a.dev, owner: a.owner, wild6: a.v6 == sock.Wild6}
-	return c, c.wild6 || a.v6 == sock.Map4(a.v4)
+	c := cell{flags: a.flags, dev: a.dev, owner: a.owner, wild6: a.v6 == lookup.Wild6}
+	return c, c.wild6 || a.v6 == lookup.Map4(a.v4)
 }
 
 func attrsOf4(k uint32, c cell) attrs {
-	a := attrs{flags: c.flags, dev: c.dev, owner: c.owner, v4: k, v6: sock.Map4(k)}
+	a := attrs{flags: c.flags, dev: c.dev, owner: c.owner, v4: k, v6: lookup.Map4(k)}
 	if c.wild6 {
-		a.v6 = sock.Wild6
+		a.v6 = lookup.Wild6
 	}
 	return a
 }
@@ -195,7 +195,7 @@ func cellOf6(a attrs) (cell, bool) {
 	return cell{flags: a.flags, dev: a.dev, owner: a.owner, v4: a.v4}, true
 }
 
-func attrsOf6(k sock.Addr16, c cell) attrs {
+func attrsOf6(k lookup.Addr16, c cell) attrs {
 	return attrs{flags: c.flags, dev: c.dev, owner: c.owner, v4: c.v4, v6: k}
 }
 
@@ -279,7 +279,7 @@ func same(a, b cell) bool {
 
 // conflict reports whether a class under key k conflicts with n; unfold
 // makes a cell's class.
-func (m *keyed[K]) conflict(k K, n *sock.Entry, unfold func(K, cell) attrs) bool {
+func (m *keyed[K]) conflict(k K, n *lookup.Entry, unfold func(K, cell) attrs) bool {
 	if _, one := m.ones[k]; one {
 		a := unfold(k, m.common)
 		return a.conflicts(n)
@@ -335,13 +335,13 @@ const (
 	kindWild
 )
 
-func wildAttrs(e *sock.Entry) attrs {
+func wildAttrs(e *lookup.Entry) attrs {
 	a := attrsOf(e)
-	a.v4, a.v6 = 0, sock.Addr16{}
+	a.v4, a.v6 = 0, lookup.Addr16{}
 	switch {
-	case !e.Has(sock.Is6) || e.V6.IsMapped():
+	case !e.Has(lookup.Is6) || e.V6.IsMapped():
 		a.kind = kindMapped
-	case e.V6 == sock.Wild6:
+	case e.V6 == lookup.Wild6:
 		a.kind = kindWild
 	}
 	return a
@@ -350,23 +350,23 @@ func wildAttrs(e *sock.Entry) attrs {
 // wildConflicts reports whether n, a wildcard bind, conflicts with a
 // socket of the wild class a: one stands in with an address of the class's
 // kind, since a wildcard overlaps all addresses of a kind alike.
-func wildConflicts(n *sock.Entry, a attrs) bool {
-	var e sock.Entry
+func wildConflicts(n *lookup.Entry, a attrs) bool {
+	var e lookup.Entry
 	e.Flags, e.Device, e.Owner = a.flags, a.dev, a.owner
 	switch a.kind {
 	case kindMapped:
-		e.V4, e.V6 = 1, sock.Map4(1)
+		e.V4, e.V6 = 1, lookup.Map4(1)
 	case kindWild:
-		e.V6 = sock.Wild6
+		e.V6 = lookup.Wild6
 	default:
-		e.V6, e.V4 = sock.Addr16{Hi: 0x20010db8 << 32}, 1 // a non-mapped IPv6 address
+		e.V6, e.V4 = lookup.Addr16{Hi: 0x20010db8 << 32}, 1 // a non-mapped IPv6 address
 	}
 	return Conflicts(n, &e)
 }
 
 // Add counts e in s (d = 1) or uncounts it (d = -1). What it does depends
 // on e's attributes that decide a conflict alone (see SameClass).
-func (s *Summary) Add(e *sock.Entry, d int) {
+func (s *Summary) Add(e *lookup.Entry, d int) {
 	a, w := attrsOf(e), wildAttrs(e)
 	if e.Device == 0 {
 		s.count(e, a, w, d)
@@ -398,11 +398,11 @@ func (s *Summary) Add(e *sock.Entry, d int) {
 }
 
 // count counts a socket e of attributes a and wild attributes w in s.
-func (s *Summary) count(e *sock.Entry, a, w attrs, d int) {
-	if !e.Has(sock.Is6 | sock.V6Only) {
+func (s *Summary) count(e *lookup.Entry, a, w attrs, d int) {
+	if !e.Has(lookup.Is6 | lookup.V6Only) {
 		s.byV4.add(e.V4, a, d, cellOf4)
 	}
-	if e.Has(sock.Is6) && !e.V6.IsMapped() {
+	if e.Has(lookup.Is6) && !e.V6.IsMapped() {
 		s.byV6.add(e.V6, a, d, cellOf6)
 	}
 	s.wild.add(w, d)
@@ -416,7 +416,7 @@ func (s *Summary) empty() bool {
 // InUse reports whether a socket counted in s conflicts with n, a socket
 // being bound on the same port: what Conflicts against each of them
 // would answer.
-func (s *Summary) InUse(n *sock.Entry) bool {
+func (s *Summary) InUse(n *lookup.Entry) bool {
 	if s.conflicts(n) {
 		return true
 	}
@@ -431,7 +431,7 @@ func (s *Summary) InUse(n *sock.Entry) bool {
 }
 
 // conflicts is InUse for the sockets that s counts itself, not in devs.
-func (s *Summary) conflicts(n *sock.Entry) bool {
+func (s *Summary) conflicts(n *lookup.Entry) bool {
 	if n.IsWild() {
 		// A wildcard overlaps every address of the kinds it reaches.
 		if s.wild.first.n > 0 && wildConflicts(n, s.wild.first.a) {
@@ -445,14 +445,14 @@ func (s *Summary) conflicts(n *sock.Entry) bool {
 		return false
 	}
 	return s.byV4.conflict(n.V4, n, attrsOf4) || s.byV4.conflict(0, n, attrsOf4) ||
-		s.byV6.conflict(n.V6, n, attrsOf6) || s.byV6.conflict(sock.Wild6, n, attrsOf6)
+		s.byV6.conflict(n.V6, n, attrsOf6) || s.byV6.conflict(lookup.Wild6, n, attrsOf6)
 }
 
 // SameClass reports whether a and b have the same attributes that decide a
 // conflict, so that a summary counts one as it counts the other: a socket
 // whose move keeps them (most connects: the local address stays) needs no
 // update of its port's summary.
-func SameClass(a, b *sock.Entry) bool { return attrsOf(a) == attrsOf(b) }
+func SameClass(a, b *lookup.Entry) bool { return attrsOf(a) == attrsOf(b) }
 
 // Equal reports whether a and b count the same sockets' classes, whatever
 // form each keeps them in: for a Verify that rebuilds a port's summary from

@@ -10,46 +10,46 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // randomEntry returns an entry with attributes drawn from small sets, so
 // that classes repeat and every kind of address, flag and device meets
 // every other.
-func randomEntry(r *rand.Rand) *sock.Entry {
-	e := &sock.Entry{Face: sock.Face{Port: 53, Device: int32(r.IntN(3)), Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: uint32(r.IntN(2))}
+func randomEntry(r *rand.Rand) *lookup.Entry {
+	e := &lookup.Entry{Face: lookup.Face{Port: 53, Device: int32(r.IntN(3)), Ref: lookup.Ref{Sock: new(lookup.Socket)}}, Owner: uint32(r.IntN(2))}
 	if r.IntN(2) == 0 {
-		e.Flags |= sock.ReuseAddr
+		e.Flags |= lookup.ReuseAddr
 	}
 	if r.IntN(2) == 0 {
-		e.Flags |= sock.ReusePort
+		e.Flags |= lookup.ReusePort
 	}
 	v4s := []uint32{0, 10<<24 | 1, 10<<24 | 2, 127<<24 | 6}
-	v6s := []sock.Addr16{{}, {Hi: 0x20010db8 << 32, Lo: 1}, {Hi: 0x20010db8 << 32, Lo: 2}}
+	v6s := []lookup.Addr16{{}, {Hi: 0x20010db8 << 32, Lo: 1}, {Hi: 0x20010db8 << 32, Lo: 2}}
 	switch r.IntN(5) {
 	case 0: // IPv4
 		e.V4 = v4s[r.IntN(len(v4s))]
-		e.V6 = sock.Map4(e.V4)
-		e.Flags |= sock.HasV4
+		e.V6 = lookup.Map4(e.V4)
+		e.Flags |= lookup.HasV4
 	case 1: // IPv6, v4-mapped
 		e.V4 = v4s[r.IntN(len(v4s))]
-		e.V6 = sock.Map4(e.V4)
-		e.Flags |= sock.Is6 | sock.HasV4
+		e.V6 = lookup.Map4(e.V4)
+		e.Flags |= lookup.Is6 | lookup.HasV4
 	case 2: // "::", dual-stack or IPv6-only
-		e.Flags |= sock.Is6 | sock.HasV6
+		e.Flags |= lookup.Is6 | lookup.HasV6
 		if r.IntN(2) == 0 {
-			e.Flags |= sock.V6Only
+			e.Flags |= lookup.V6Only
 		} else {
-			e.Flags |= sock.HasV4
+			e.Flags |= lookup.HasV4
 		}
 	case 3: // specific IPv6: IPv6-only, the placeholder as its IPv4 side
 		e.V6 = v6s[1+r.IntN(2)]
 		e.V4 = 127<<24 | 6
-		e.Flags |= sock.Is6 | sock.HasV6 | sock.V6Only
+		e.Flags |= lookup.Is6 | lookup.HasV6 | lookup.V6Only
 	default: // dual-stack connected to an IPv6 peer: holds the placeholder
 		e.V6 = v6s[1+r.IntN(2)]
 		e.V4 = 127<<24 | 6
-		e.Flags |= sock.Is6 | sock.HasV6 | sock.Connected
+		e.Flags |= lookup.Is6 | lookup.HasV6 | lookup.Connected
 	}
 	return e
 }
@@ -57,20 +57,20 @@ func randomEntry(r *rand.Rand) *sock.Entry {
 // byKey is a summary's classes key by key, whatever form it keeps them in.
 type byKey struct {
 	V4 map[uint32]map[attrs]int
-	V6 map[sock.Addr16]map[attrs]int
+	V6 map[lookup.Addr16]map[attrs]int
 }
 
 // countByKey counts the classes of bound as a summary should hold them.
-func countByKey(bound []*sock.Entry) byKey {
-	want := byKey{map[uint32]map[attrs]int{}, map[sock.Addr16]map[attrs]int{}}
+func countByKey(bound []*lookup.Entry) byKey {
+	want := byKey{map[uint32]map[attrs]int{}, map[lookup.Addr16]map[attrs]int{}}
 	for _, e := range bound {
-		if !e.Has(sock.Is6 | sock.V6Only) {
+		if !e.Has(lookup.Is6 | lookup.V6Only) {
 			if want.V4[e.V4] == nil {
 				want.V4[e.V4] = map[attrs]int{}
 			}
 			want.V4[e.V4][attrsOf(e)]++
 		}
-		if e.Has(sock.Is6) && !e.V6.IsMapped() {
+		if e.Has(lookup.Is6) && !e.V6.IsMapped() {
 			if want.V6[e.V6] == nil {
 				want.V6[e.V6] = map[attrs]int{}
 			}
@@ -89,7 +89,7 @@ func summed(t *testing.T, s *Summary) byKey {
 		return out
 	}
 	require.NotEmpty(t, s.devs.by, "a device summary with no device")
-	all := byKey{map[uint32]map[attrs]int{}, map[sock.Addr16]map[attrs]int{}}
+	all := byKey{map[uint32]map[attrs]int{}, map[lookup.Addr16]map[attrs]int{}}
 	for dev, one := range s.devs.by {
 		require.Nil(t, one.devs)
 		addAll(all.V4, one.byV4.all(attrsOf4), 0)
@@ -98,7 +98,7 @@ func summed(t *testing.T, s *Summary) byKey {
 		addAll(out.V6, one.byV6.all(attrsOf6), dev)
 	}
 	require.Empty(t, cmp.Diff(all, byKey{s.devs.all.byV4.all(attrsOf4), s.devs.all.byV6.all(attrsOf6)},
-		cmp.AllowUnexported(attrs{}, sock.Addr16{})), "the count of every device's sockets")
+		cmp.AllowUnexported(attrs{}, lookup.Addr16{})), "the count of every device's sockets")
 	return out
 }
 
@@ -124,7 +124,7 @@ func TestSummaryMatchesScan(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for round := range 3000 {
 		var s Summary
-		var bound []*sock.Entry
+		var bound []*lookup.Entry
 		for step := range 12 {
 			if len(bound) > 0 && r.IntN(3) == 0 {
 				i := r.IntN(len(bound))
@@ -135,7 +135,7 @@ func TestSummaryMatchesScan(t *testing.T) {
 				s.Add(e, 1)
 				bound = append(bound, e)
 			}
-			require.Empty(t, cmp.Diff(countByKey(bound), summed(t, &s), cmp.AllowUnexported(attrs{}, sock.Addr16{})),
+			require.Empty(t, cmp.Diff(countByKey(bound), summed(t, &s), cmp.AllowUnexported(attrs{}, lookup.Addr16{})),
 				"round %d step %d: the summary's classes", round, step)
 			for range 8 {
 				n := randomEntry(r)
@@ -165,16 +165,16 @@ func TestSummaryShrinks(t *testing.T) {
 	const peak, keep = 200_000, 1_000
 	cases := []struct {
 		name string
-		addr func(i int) *sock.Entry
+		addr func(i int) *lookup.Entry
 	}{
-		{"IPv4", func(i int) *sock.Entry {
-			e := &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.HasV4 | sock.ReuseAddr, V4: 10<<24 | uint32(i)}}
-			e.V6 = sock.Map4(e.V4)
+		{"IPv4", func(i int) *lookup.Entry {
+			e := &lookup.Entry{Face: lookup.Face{Port: 53, Flags: lookup.HasV4 | lookup.ReuseAddr, V4: 10<<24 | uint32(i)}}
+			e.V6 = lookup.Map4(e.V4)
 			return e
 		}},
-		{"IPv6", func(i int) *sock.Entry {
-			return &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.Is6 | sock.HasV6 | sock.V6Only | sock.ReuseAddr,
-				V4: 127<<24 | 6, V6: sock.Addr16{Hi: 0x20010db8 << 32, Lo: uint64(i)}}}
+		{"IPv6", func(i int) *lookup.Entry {
+			return &lookup.Entry{Face: lookup.Face{Port: 53, Flags: lookup.Is6 | lookup.HasV6 | lookup.V6Only | lookup.ReuseAddr,
+				V4: 127<<24 | 6, V6: lookup.Addr16{Hi: 0x20010db8 << 32, Lo: uint64(i)}}}
 		}},
 	}
 	heap := func() uint64 {
@@ -185,7 +185,7 @@ func TestSummaryShrinks(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			es := make([]*sock.Entry, peak)
+			es := make([]*lookup.Entry, peak)
 			for i := range es {
 				es[i] = c.addr(i + 1)
 			}
@@ -229,16 +229,16 @@ func TestSummaryKeepsDevicesApart(t *testing.T) {
 		name  string
 		flags uint8
 		v4    uint32
-		v6    sock.Addr16
+		v6    lookup.Addr16
 	}{
-		{"IPv4 wildcard", sock.HasV4, 0, sock.Map4(0)},
-		{"IPv4 address", sock.HasV4, 10<<24 | 1, sock.Map4(10<<24 | 1)},
-		{"IPv6 wildcard", sock.Is6 | sock.HasV4 | sock.HasV6, 0, sock.Wild6},
-		{"IPv6 address", sock.Is6 | sock.HasV6 | sock.V6Only, 127<<24 | 6, sock.Addr16{Hi: 0x20010db8 << 32, Lo: 1}},
+		{"IPv4 wildcard", lookup.HasV4, 0, lookup.Map4(0)},
+		{"IPv4 address", lookup.HasV4, 10<<24 | 1, lookup.Map4(10<<24 | 1)},
+		{"IPv6 wildcard", lookup.Is6 | lookup.HasV4 | lookup.HasV6, 0, lookup.Wild6},
+		{"IPv6 address", lookup.Is6 | lookup.HasV6 | lookup.V6Only, 127<<24 | 6, lookup.Addr16{Hi: 0x20010db8 << 32, Lo: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			entry := func(dev int32) *sock.Entry {
-				return &sock.Entry{Face: sock.Face{Port: 53, Flags: tc.flags | sock.ReuseAddr, V4: tc.v4, V6: tc.v6, Device: dev}}
+			entry := func(dev int32) *lookup.Entry {
+				return &lookup.Entry{Face: lookup.Face{Port: 53, Flags: tc.flags | lookup.ReuseAddr, V4: tc.v4, V6: tc.v6, Device: dev}}
 			}
 			classes := func(s *Summary) int {
 				n := len(s.wild.more) + len(s.byV4.more) + len(s.byV6.more) + len(s.byV4.cells) + len(s.byV6.cells)
@@ -249,7 +249,7 @@ func TestSummaryKeepsDevicesApart(t *testing.T) {
 			}
 			var s Summary
 			s.Add(entry(0), 1)
-			var byDev []*sock.Entry
+			var byDev []*lookup.Entry
 			for i := range devices {
 				e := entry(int32(i + 1))
 				require.False(t, s.InUse(e))
@@ -274,25 +274,25 @@ func TestSummaryKeepsDevicesApart(t *testing.T) {
 // sockets and compares.
 func TestSummaryEqual(t *testing.T) {
 	r := rand.New(rand.NewPCG(31, 32))
-	census := func(es []*sock.Entry) map[attrs]int {
+	census := func(es []*lookup.Entry) map[attrs]int {
 		m := map[attrs]int{}
 		for _, e := range es {
 			m[attrsOf(e)]++
 		}
 		return m
 	}
-	v4 := func(addr uint32, dev int32) *sock.Entry {
-		return &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.HasV4, V4: addr, V6: sock.Map4(addr), Device: dev}}
+	v4 := func(addr uint32, dev int32) *lookup.Entry {
+		return &lookup.Entry{Face: lookup.Face{Port: 53, Flags: lookup.HasV4, V4: addr, V6: lookup.Map4(addr), Device: dev}}
 	}
-	v6 := func(lo uint64, dev int32) *sock.Entry {
-		return &sock.Entry{Face: sock.Face{Port: 53, Flags: sock.Is6 | sock.HasV6 | sock.V6Only, V4: 127<<24 | 6,
-			V6: sock.Addr16{Hi: 0x20010db8 << 32, Lo: lo}, Device: dev}}
+	v6 := func(lo uint64, dev int32) *lookup.Entry {
+		return &lookup.Entry{Face: lookup.Face{Port: 53, Flags: lookup.Is6 | lookup.HasV6 | lookup.V6Only, V4: 127<<24 | 6,
+			V6: lookup.Addr16{Hi: 0x20010db8 << 32, Lo: lo}, Device: dev}}
 	}
 	// Pairs that differ in one thing, which only one part of a summary
 	// holds.
 	for _, tc := range []struct {
 		name string
-		a, b *sock.Entry
+		a, b *lookup.Entry
 	}{
 		{"IPv4 address", v4(10<<24|1, 0), v4(10<<24|2, 0)},
 		{"IPv6 address", v6(1, 0), v6(2, 0)},
@@ -308,7 +308,7 @@ func TestSummaryEqual(t *testing.T) {
 		assert.True(t, sa.Equal(&sb), tc.name+", made alike")
 	}
 	for round := range 2000 {
-		var a, b []*sock.Entry
+		var a, b []*lookup.Entry
 		for range r.IntN(5) {
 			a = append(a, randomEntry(r))
 		}

@@ -5,7 +5,7 @@ import (
 	"math"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // SetDevice binds s to interface device (0: none) after Bind, as
@@ -52,11 +52,11 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
 	}
 	f, in4 := s.s.First4()
-	move := in4 && sock.TupleOf(old).With(f.Seq) != f
+	move := in4 && lookup.TupleOf(old).With(f.Seq) != f
 	if int(old.Device) == device && !move {
 		return nil // no 4-tuple to move, and the group stays the same
 	}
-	e := &sock.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
+	e := &lookup.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
 	e.Device = int32(device)
 	e.Group = nil // replace finds the group of the new device
 	if move {
@@ -73,12 +73,12 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 // peer; an unconnected one has none, and the socket keeps its place in the
 // 4-tuple hash all the same, so that a later connect does not take
 // precedence. The caller holds the socket's primary slot lock.
-func (t *Table[V]) rehash4(e *sock.Entry) {
+func (t *Table[V]) rehash4(e *lookup.Entry) {
 	sk := e.Sock()
-	f := sock.TupleOf(e)
+	f := lookup.TupleOf(e)
 	f.Seq = t.seq.Add(1)
 	sk.MoveFirst4(f)
-	sock.Place4(e, f, true)
+	lookup.Place4(e, f, true)
 }
 
 // SetDevice binds the socket to interface device after Bind; see

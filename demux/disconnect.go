@@ -1,8 +1,8 @@
 package demux
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Disconnect returns s to unconnected, as connect with AF_UNSPEC does in
@@ -53,8 +53,8 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 	if err != nil {
 		return err
 	}
-	e := &sock.Entry{
-		Face:  sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
+	e := &lookup.Entry{
+		Face:  lookup.Face{Port: old.Port, Flags: old.Flags &^ (lookup.Connected | lookup.Hash4), Ref: old.Ref},
 		Owner: old.Owner,
 	}
 	l := ipv6.LocalOf(old)

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"runtime"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // engine is a storage's write side: it owns the chains, SO_REUSEPORT
@@ -22,43 +22,43 @@ type engine[P locked] interface {
 	Unlock(P)
 	// InUse reports whether a socket on the port conflicts with e, and
 	// whether the check used an index rather than the port's chain.
-	InUse(P, *sock.Entry) (inUse, indexed bool)
+	InUse(P, *lookup.Entry) (inUse, indexed bool)
 	// Ephemeral chooses e's port, sets e.Port and returns the port
 	// locked, or the zero P if no port of the range is free for e.
-	Ephemeral(e *sock.Entry) P
+	Ephemeral(e *lookup.Entry) P
 	// Link publishes the new entry e of a bind, unconnected, which joins
 	// its SO_REUSEPORT group.
-	Link(P, *sock.Entry)
+	Link(P, *lookup.Entry)
 	// GroupOf returns the group the unconnected ReusePort entry e
 	// belongs in, a new one if there is none.
-	GroupOf(P, *sock.Entry) *sock.Group
+	GroupOf(P, *lookup.Entry) *lookup.Group
 	// Replace puts e, a new state of old's socket, in old's place.
-	Replace(p P, old, e *sock.Entry)
+	Replace(p P, old, e *lookup.Entry)
 	// Unlink removes e.
-	Unlink(P, *sock.Entry)
+	Unlink(P, *lookup.Entry)
 	// Verify checks the engine's invariants, calling bad for each
 	// violation, and returns the entries its tables hold.
-	Verify(bad func(format string, args ...any)) map[*sock.Entry]bool
+	Verify(bad func(format string, args ...any)) map[*lookup.Entry]bool
 }
 
 // locked is an engine's handle on a locked port, which lists the port's
 // entries.
 type locked interface {
 	comparable
-	Entries(buf []*sock.Entry) []*sock.Entry
+	Entries(buf []*lookup.Entry) []*lookup.Entry
 }
 
 // writer is a table's write path over its engine: the part of each write
 // that runs under the port's lock. Table's methods validate and call it.
 type writer[V any] interface {
-	bind(s *Socket[V], e *sock.Entry, o Options) error
+	bind(s *Socket[V], e *lookup.Entry, o Options) error
 	connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error
 	disconnect(s *Socket[V]) error
 	setDevice(s *Socket[V], device int) error
 	close(s *Socket[V]) error
 	portSockets(port uint16, buf []*Socket[V]) []*Socket[V]
 	withPort(port uint16, f func())
-	verify(bad func(format string, args ...any)) map[*sock.Entry]bool
+	verify(bad func(format string, args ...any)) map[*lookup.Entry]bool
 }
 
 // writes is the one write path, for either engine E.
@@ -68,7 +68,7 @@ type writes[V any, P locked, E engine[P]] struct {
 }
 
 // verify is the engine's Verify.
-func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
+func (w *writes[V, P, E]) verify(bad func(format string, args ...any)) map[*lookup.Entry]bool {
 	return w.e.Verify(bad)
 }
 

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHandleLayout checks what handle relies on: the embedded sock.Socket
+// TestHandleLayout checks what handle relies on: the embedded lookup.Socket
 // is the first field of Socket, whatever V is; and that a handle fits the
 // 64-byte size class, whatever V is, since the value is kept in the
 // socket's entries only, and its zone in its home.

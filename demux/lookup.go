@@ -5,7 +5,6 @@ import (
 	"unsafe"
 
 	"github.com/udpdemux/udpdemux/internal/grow"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -19,7 +18,7 @@ import (
 // primary chain, so that it returns whatever the writers do.
 func (t *Table[V]) Lookup(src, dst netip.AddrPort, ifindex int) (*Socket[V], V) {
 	var q lookup.Query
-	var r *sock.Ref
+	var r *lookup.Ref
 	var p lookup.Path
 	if t.g != nil && src.Addr().Is4() && dst.Addr().Is4() {
 		var ok bool
@@ -55,7 +54,7 @@ func (t *Table[V]) LookupDatagram(d Datagram) (*Socket[V], V) {
 
 // search finds the Ref that receives q, by the general search of the
 // table's storage, which follows the strategy.
-func (t *Table[V]) search(q *lookup.Query) (*sock.Ref, lookup.Path) {
+func (t *Table[V]) search(q *lookup.Query) (*lookup.Ref, lookup.Path) {
 	if t.g != nil {
 		return t.g.Lookup(q)
 	}
@@ -63,7 +62,7 @@ func (t *Table[V]) search(q *lookup.Query) (*sock.Ref, lookup.Path) {
 }
 
 // found returns the socket and value of r, a lookup's answer by path p.
-func (t *Table[V]) found(r *sock.Ref, p lookup.Path) (*Socket[V], V) {
+func (t *Table[V]) found(r *lookup.Ref, p lookup.Path) (*Socket[V], V) {
 	if t.count {
 		t.stats.lookup(p)
 	}
@@ -91,8 +90,8 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 	if yield == nil || !q.Init(src, dst, ifindex) {
 		return
 	}
-	var buf [16]*sock.Entry
-	var rs []*sock.Entry
+	var buf [16]*lookup.Entry
+	var rs []*lookup.Entry
 	var p lookup.Path
 	if t.g != nil {
 		rs, p = t.g.Multicast(&q, buf[:0])
@@ -110,9 +109,9 @@ func (t *Table[V]) LookupMulticast(src, dst netip.AddrPort, ifindex int, yield f
 }
 
 // handle returns the public handle of the socket s. Socket embeds
-// sock.Socket as its first field, so the address of one is the address of
+// lookup.Socket as its first field, so the address of one is the address of
 // the other; TestHandleLayout checks it.
-func handle[V any](s *sock.Socket) *Socket[V] {
+func handle[V any](s *lookup.Socket) *Socket[V] {
 	return (*Socket[V])(unsafe.Pointer(s))
 }
 
@@ -161,7 +160,7 @@ func (t *Table[V]) batch4(ds []Datagram, out []*Socket[V]) bool {
 	var (
 		ts [grow.BatchMax]lookup.Tuple4
 		ok [grow.BatchMax]bool
-		rs [grow.BatchMax]*sock.Socket
+		rs [grow.BatchMax]*lookup.Socket
 	)
 	for i := range ds {
 		d := &ds[i]
@@ -193,7 +192,7 @@ func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 	var (
 		qs [grow.BatchMax]lookup.Query
 		ok [grow.BatchMax]bool
-		rs [grow.BatchMax]*sock.Socket
+		rs [grow.BatchMax]*lookup.Socket
 	)
 	for i := range ds {
 		ok[i] = qs[i].Init(ds[i].Src, ds[i].Dst, ds[i].Ifindex)
@@ -204,7 +203,7 @@ func (t *Table[V]) batch(ds []Datagram, out []*Socket[V]) {
 }
 
 // handles stores in out[i] the handle of the socket rs[i].
-func handles[V any](rs []*sock.Socket, out []*Socket[V]) {
+func handles[V any](rs []*lookup.Socket, out []*Socket[V]) {
 	for i, s := range rs {
 		out[i] = handle[V](s)
 	}

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Socket is a bound socket, the handle that Bind returns and Lookup finds.
@@ -14,7 +14,7 @@ import (
 // table: it reports zero addresses and table operations on it fail with
 // EBADF.
 type Socket[V any] struct {
-	s sock.Socket
+	s lookup.Socket
 	h *home[V]
 	// addr is the address the socket was bound to, as given, in 16-byte
 	// form: a connect replaces a wildcard in the socket's entries, which
@@ -22,7 +22,7 @@ type Socket[V any] struct {
 	// form, h its zone. Its value, port, owner and device are its current
 	// entry's. A handle that kept them, and the address as a netip.Addr,
 	// took 96 bytes, and then 80; it now takes 64.
-	addr sock.Addr16
+	addr lookup.Addr16
 }
 
 // home is a socket's table, with the zone of the address it was bound to
@@ -35,7 +35,7 @@ type home[V any] struct {
 	scope int
 }
 
-// The bits of sock.Socket.Opts: the flags a socket was bound with, as
+// The bits of lookup.Socket.Opts: the flags a socket was bound with, as
 // Linux leaves them, and whether its address was given as IPv4.
 const (
 	optReuseAddr uint8 = 1 << iota
@@ -59,7 +59,7 @@ func (s *Socket[V]) setBound(t *Table[V], o Options, scope int) {
 	if z := o.Addr.Zone(); z != "" || scope != 0 {
 		s.h = &home[V]{t: t, zone: z, scope: scope}
 	}
-	s.addr = sock.Addr16Of(o.Addr)
+	s.addr = lookup.Addr16Of(o.Addr)
 	var f uint8
 	if o.Addr.Is4() {
 		f |= optAddr4
@@ -97,7 +97,7 @@ func (s *Socket[V]) eventAddr(port uint16) netip.AddrPort {
 }
 
 // options returns the Options of s, whose entry is e.
-func (s *Socket[V]) options(e *sock.Entry) Options {
+func (s *Socket[V]) options(e *lookup.Entry) Options {
 	f := s.s.Opts
 	return Options{
 		Addr: s.boundAddr(), Port: e.Port, Owner: e.Owner, Device: int(e.Device),
@@ -151,7 +151,7 @@ func (s *Socket[V]) Closed() bool { return s.s.Closed.Load() }
 // Connected reports whether the socket has a peer.
 func (s *Socket[V]) Connected() bool {
 	e := s.s.Cur.Load()
-	return e != nil && e.Has(sock.Connected)
+	return e != nil && e.Has(lookup.Connected)
 }
 
 // Connect connects the socket to remote; see Table.Connect, which it

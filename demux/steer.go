@@ -4,7 +4,6 @@ import (
 	"iter"
 	"net/netip"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -25,7 +24,7 @@ import (
 // (TestReusePortRemap measures both). A selector that keeps flows in
 // place, such as Rendezvous, moves only about 1/n of them.
 type Group[V any] struct {
-	g    *sock.Group
+	g    *lookup.Group
 	t    *Table[V]
 	port uint16 // every member's, whose lock guards the group's writes
 }
@@ -92,7 +91,7 @@ func (g Group[V]) SetSelector(sel Selector[V]) {
 		g.g.SetSelector(nil)
 		return
 	}
-	g.g.SetSelector(func(f sock.Flow, m sock.View) int {
+	g.g.SetSelector(func(f lookup.Flow, m lookup.View) int {
 		d := Datagram{
 			Src:     netip.AddrPortFrom(f.Src.Addr(f.Is4), f.SrcPort),
 			Dst:     netip.AddrPortFrom(f.Dst.Addr(f.Is4), f.DstPort),
@@ -118,7 +117,7 @@ type Selector[V any] func(d Datagram, hash uint32, members Members[V]) int
 // gets is the group's own array at the moment of the lookup, as a BPF
 // program sees Linux's: its length is fixed, but a member that leaves
 // meanwhile may be replaced in place by the last one.
-type Members[V any] struct{ v sock.View }
+type Members[V any] struct{ v lookup.View }
 
 // Len returns the number of members.
 func (m Members[V]) Len() int { return m.v.Len() }

@@ -12,7 +12,6 @@ import (
 	"github.com/udpdemux/udpdemux/hash2"
 	"github.com/udpdemux/udpdemux/internal/fixed"
 	"github.com/udpdemux/udpdemux/internal/grow"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -64,8 +63,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if cfg.Ephemeral > EphemeralLinear {
 		return nil, newError("unknown ephemeral algorithm %d: %w", cfg.Ephemeral, syscall.EINVAL)
 	}
-	if cfg.Slots != 0 && !sock.ValidSlots(cfg.Slots) {
-		return nil, newError("%d slots: want 0 or a power of two from %d to %d: %w", cfg.Slots, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
+	if cfg.Slots != 0 && !lookup.ValidSlots(cfg.Slots) {
+		return nil, newError("%d slots: want 0 or a power of two from %d to %d: %w", cfg.Slots, lookup.MinSlots, lookup.MaxSlots, syscall.EINVAL)
 	}
 	rng := cfg.Rand
 	if rng != nil && isNil(rng) {

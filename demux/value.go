@@ -4,10 +4,10 @@ import (
 	"reflect"
 	"unsafe"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// valueRep is where a table keeps its sockets' values in their sock.Refs.
+// valueRep is where a table keeps its sockets' values in their lookup.Refs.
 // A lookup reads the value from the Ref it found, which sits in memory it
 // has just read (the winner's entry), so that small values and pointers
 // cost no further load. Only values that fit neither word are boxed.
@@ -54,8 +54,8 @@ func hasPointers(t reflect.Type) bool {
 }
 
 // newRef returns the Ref of socket s with value v.
-func (t *Table[V]) newRef(s *sock.Socket, v V) sock.Ref {
-	r := sock.Ref{Sock: s}
+func (t *Table[V]) newRef(s *lookup.Socket, v V) lookup.Ref {
+	r := lookup.Ref{Sock: s}
 	switch t.vrep {
 	case inWord:
 		*(*V)(unsafe.Pointer(&r.Word)) = v
@@ -70,7 +70,7 @@ func (t *Table[V]) newRef(s *sock.Socket, v V) sock.Ref {
 }
 
 // value returns the value kept in r, a Ref that t made.
-func (t *Table[V]) value(r *sock.Ref) V {
+func (t *Table[V]) value(r *lookup.Ref) V {
 	switch t.vrep {
 	case inWord:
 		return *(*V)(unsafe.Pointer(&r.Word))

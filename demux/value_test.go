@@ -85,7 +85,7 @@ func TestValueRep(t *testing.T) {
 // taking each leaver's place), and checks after each bind and at the end
 // that every lookup returns a member with that member's own value. A
 // group keeps a copy of each member's value beside its socket, in
-// whichever word the values need (see internal/sock, Group); a group
+// whichever word the values need (see lookup.Group); a group
 // whose first values are zero and whose later ones need the other word
 // must change its copies, not drop them.
 func groupValues[V any](t *testing.T, val func(k int) V, eq func(a, b V) bool) {

@@ -8,8 +8,8 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Bind binds a socket with the given options and attaches v to it. Port 0
@@ -30,19 +30,19 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	}
 	s := new(Socket[V])
 	s.setBound(t, o, l.Device)
-	e := &sock.Entry{Face: sock.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
+	e := &lookup.Entry{Face: lookup.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	l.SetOn(e)
 	if l.Device != 0 {
 		e.Device = int32(l.Device)
 	}
 	if o.ReuseAddr {
-		e.Flags |= sock.ReuseAddr
+		e.Flags |= lookup.ReuseAddr
 	}
 	if o.ReusePort {
-		e.Flags |= sock.ReusePort
+		e.Flags |= lookup.ReusePort
 	}
 	s.s.Opts &^= optV6Only
-	if e.Has(sock.V6Only) {
+	if e.Has(lookup.V6Only) {
 		s.s.Opts |= optV6Only
 	}
 
@@ -58,7 +58,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 // that wraps EADDRINUSE (the port is taken outside the table, such as on
 // the host whose kernel sockets serve the table) makes it choose again,
 // up to hostPortTries ports.
-func (w *writes[V, P, E]) bind(s *Socket[V], e *sock.Entry, o Options) error {
+func (w *writes[V, P, E]) bind(s *Socket[V], e *lookup.Entry, o Options) error {
 	for try := 1; ; try++ {
 		err, vetoed := w.bindOnce(s, e, o)
 		if o.Port != 0 || !vetoed || try == hostPortTries || !errors.Is(err, syscall.EADDRINUSE) {
@@ -73,7 +73,7 @@ const hostPortTries = 8
 
 // bindOnce is one try of bind; vetoed reports that a port event's hook
 // refused the port.
-func (w *writes[V, P, E]) bindOnce(s *Socket[V], e *sock.Entry, o Options) (_ error, vetoed bool) {
+func (w *writes[V, P, E]) bindOnce(s *Socket[V], e *lookup.Entry, o Options) (_ error, vetoed bool) {
 	t := w.t
 	var h P
 	if o.Port != 0 {
@@ -153,7 +153,7 @@ func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local net
 		return s.opError("connect", err)
 	}
 	e := l.Connected(old, peer)
-	sock.Order(e, old, &t.seq)
+	lookup.Order(e, old, &t.seq)
 	w.replace(h, s, old, e)
 	return nil
 }
@@ -164,8 +164,8 @@ func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local net
 // device (a new one if there is none), as its last member. e's Seq and
 // flags are the caller's. h holds the port, which a new entry never
 // changes.
-func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *sock.Entry) {
-	join := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *lookup.Entry) {
+	join := e.Has(lookup.ReusePort) && !e.Has(lookup.Connected)
 	if join {
 		e.Group = w.e.GroupOf(h, e)
 	}
@@ -198,7 +198,7 @@ var errClosed = fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed)
 // lockOpen locks the port of s, a socket of the table, and returns the
 // handle and s's current entry, or an EBADF error for op if s is closed
 // (the port locked all the same: the caller unlocks h in both cases).
-func (w *writes[V, P, E]) lockOpen(s *Socket[V], op string) (h P, cur *sock.Entry, err error) {
+func (w *writes[V, P, E]) lockOpen(s *Socket[V], op string) (h P, cur *lookup.Entry, err error) {
 	h = w.e.LockPort(s.s.Cur.Load().Port) // every entry of s has its port
 	if s.s.Closed.Load() {
 		return h, nil, s.opError(op, errClosed)

@@ -12,8 +12,8 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // defaultSlots is the table size used when none is configured.
@@ -22,7 +22,7 @@ const defaultSlots = 4096
 // Slot is one primary slot. Its chain is read without locks; writers hold
 // the slot's lock (Table.LockPort).
 type Slot struct {
-	Chain sock.Chain // guarded by the slot's lock for writes
+	Chain lookup.Chain // guarded by the slot's lock for writes
 }
 
 // Table is the primary table. Its size never changes. The locks live apart
@@ -39,9 +39,9 @@ func New(n int) (*Table, error) {
 	if n == 0 {
 		n = defaultSlots
 	}
-	if !sock.ValidSlots(n) {
+	if !lookup.ValidSlots(n) {
 		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",
-			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
+			n, lookup.MinSlots, lookup.MaxSlots, syscall.EINVAL)
 	}
 	return &Table{slots: make([]Slot, n), locks: make([]lockorder.Mutex, n), mask: uint32(n - 1)}, nil
 }

@@ -21,17 +21,17 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Slot is one secondary slot. Its chain is read without locks; writers hold
 // the slot's lock (Table.Lock) and change it through Table's Push, Remove
 // and Replace, which keep the slot's summary (see Summary) in step. The
 // chain's Seq counts the moves of entries between secondary slots (see
-// sock.SeqCount).
+// lookup.SeqCount).
 type Slot struct {
-	sock.Chain // guarded by the slot's lock for writes
+	lookup.Chain // guarded by the slot's lock for writes
 }
 
 // Table is the secondary table. Its size and seed never change.
@@ -42,23 +42,23 @@ type Table struct {
 	shift    uint8             // 64 - log2(slots)
 	mul      uint64            // odd, from the seed: mixes the port into the index
 	seed     uint64
-	wildHash uint32 // AddrHash(sock.Wild4)
+	wildHash uint32 // AddrHash(lookup.Wild4)
 }
 
 // New makes a table of n slots (a power of two from 256 to 65536) whose
 // address hash is seeded with seed.
 func New(n int, seed uint64) (*Table, error) {
-	if !sock.ValidSlots(n) {
+	if !lookup.ValidSlots(n) {
 		return nil, fmt.Errorf("%d slots: want a power of two from %d to %d: %w",
-			n, sock.MinSlots, sock.MaxSlots, syscall.EINVAL)
+			n, lookup.MinSlots, lookup.MaxSlots, syscall.EINVAL)
 	}
 	t := &Table{slots: make([]Slot, n), sums: make([]atomic.Uint64, n), locks: make([]lockorder.Mutex, n)}
 	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
 	t.seed = seed
 	// The multiplier is the hash of a constant address, so that it too
 	// depends on the seed alone.
-	t.mul = sock.Addr16{Hi: 0x157c4a7fb979379e}.Hash(seed) | 1
-	t.wildHash = t.AddrHash(sock.Wild4)
+	t.mul = lookup.Addr16{Hi: 0x157c4a7fb979379e}.Hash(seed) | 1
+	t.wildHash = t.AddrHash(lookup.Wild4)
 	return t, nil
 }
 
@@ -66,8 +66,8 @@ func New(n int, seed uint64) (*Table, error) {
 func (t *Table) Len() int { return len(t.slots) }
 
 // AddrHash returns the address part of the key of the 16-byte address a.
-// Callers pass the key form: the wildcard as sock.Wild4, IPv4 mapped.
-func (t *Table) AddrHash(a sock.Addr16) uint32 {
+// Callers pass the key form: the wildcard as lookup.Wild4, IPv4 mapped.
+func (t *Table) AddrHash(a lookup.Addr16) uint32 {
 	h := a.Hash(t.seed)
 	return uint32(h) ^ uint32(h>>32)
 }
@@ -96,7 +96,7 @@ func (t *Table) Lock2(g *lockorder.Guard, i, j int) {
 // IndexOf returns the slot index of entry e: its key's hash and its port.
 // Entries do not keep the hash: writers, who need it, can afford to compute
 // it, and the room is better spent on the lookup's fields.
-func (t *Table) IndexOf(e *sock.Entry) int { return t.Index(t.AddrHash(e.Key()), e.Port) }
+func (t *Table) IndexOf(e *lookup.Entry) int { return t.Index(t.AddrHash(e.Key()), e.Port) }
 
 // At returns slot i.
 func (t *Table) At(i int) *Slot { return &t.slots[i] }

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestXXH64 checks the specialised hash against the xxhash library.
 func TestXXH64(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 10000 {
-		seed, a := r.Uint64(), sock.Addr16{Hi: r.Uint64(), Lo: r.Uint64()}
+		seed, a := r.Uint64(), lookup.Addr16{Hi: r.Uint64(), Lo: r.Uint64()}
 		var b [16]byte
 		binary.BigEndian.PutUint64(b[:8], a.Hi)
 		binary.BigEndian.PutUint64(b[8:], a.Lo)
@@ -52,10 +52,10 @@ func TestNewSizes(t *testing.T) {
 func TestIndex(t *testing.T) {
 	tab, err := New(1024, 42)
 	require.NoError(t, err)
-	assert.Equal(t, tab.AddrHash(sock.Wild4), tab.WildHash())
-	a := sock.Addr16Of(netip.MustParseAddr("192.0.2.1"))
+	assert.Equal(t, tab.AddrHash(lookup.Wild4), tab.WildHash())
+	a := lookup.Addr16Of(netip.MustParseAddr("192.0.2.1"))
 	h := tab.AddrHash(a)
-	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&sock.Entry{Face: sock.Face{Port: 53, V6: a, V4: a.V4(), Flags: sock.HasV4}}))
+	assert.Equal(t, tab.Index(h, 53), tab.IndexOf(&lookup.Entry{Face: lookup.Face{Port: 53, V6: a, V4: a.V4(), Flags: lookup.HasV4}}))
 	// Seeds change the hash.
 	other, _ := New(1024, 43)
 	assert.NotEqual(t, h, other.AddrHash(a))

@@ -15,7 +15,7 @@ import (
 func TestInlining(t *testing.T) {
 	want := []string{
 		// The address hash of every two-phase lookup, and of the
-		// growing storage's index keys (package sock).
+		// growing storage's index keys (package lookup).
 		"xxh64x16",
 		"round",
 		// A two-phase lookup's read of its exact slot's summary, and the
@@ -32,7 +32,7 @@ func TestInlining(t *testing.T) {
 		}
 		t.Skipf("no go command to check inlining with: %v", err)
 	}
-	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".", "../internal/sock").CombinedOutput()
+	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".", "../lookup").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}

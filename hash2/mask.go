@@ -1,7 +1,7 @@
 package hash2
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // A slot's summary is a word of 64 bits beside it, in an array half the
@@ -87,14 +87,14 @@ func (t *Table) Unchanged(i int, s Summary) bool { return (t.sums[i].Load()^uint
 // Push links e at the head of slot i's chain, setting its mask bit and,
 // if it has a twin there, the twin count odd first. The caller holds the
 // slot's lock.
-func (t *Table) Push(i int, e *sock.Entry) {
+func (t *Table) Push(i int, e *lookup.Entry) {
 	t.note(i, e, nil)
 	t.slots[i].PushFront(&e.N2)
 }
 
 // Remove unlinks e from slot i, then recomputes the slot's summary if the
 // chain is short enough (exactMax). The caller holds the slot's lock.
-func (t *Table) Remove(i int, e *sock.Entry) {
+func (t *Table) Remove(i int, e *lookup.Entry) {
 	t.slots[i].Chain.Remove(&e.N2)
 	t.tighten(i)
 }
@@ -102,7 +102,7 @@ func (t *Table) Remove(i int, e *sock.Entry) {
 // Replace puts e in old's place in slot i: it notes e as Push does (old
 // does not count as its twin), swaps the entries, then recomputes the
 // summary if the chain is short enough. The caller holds the slot's lock.
-func (t *Table) Replace(i int, old, e *sock.Entry) {
+func (t *Table) Replace(i int, old, e *lookup.Entry) {
 	t.note(i, e, old)
 	t.slots[i].Chain.Replace(&old.N2, &e.N2)
 	t.tighten(i)
@@ -111,7 +111,7 @@ func (t *Table) Replace(i int, old, e *sock.Entry) {
 // note sets e's mask bit in slot i's summary and, if the chain has a twin
 // of e other than except (or is too long to look), makes the twin count
 // odd, in one store, before e is linked.
-func (t *Table) note(i int, e *sock.Entry, except *sock.Entry) {
+func (t *Table) note(i int, e *lookup.Entry, except *lookup.Entry) {
 	s := t.sums[i].Load()
 	s |= uint64(bit(t.AddrHash(e.Key())))
 	if s&twinOne == 0 && t.hasTwin(i, e, except) {
@@ -122,13 +122,13 @@ func (t *Table) note(i int, e *sock.Entry, except *sock.Entry) {
 
 // hasTwin reports whether slot i's chain holds an entry other than except
 // with e's key and port, or is longer than twinScanMax.
-func (t *Table) hasTwin(i int, e, except *sock.Entry) bool {
+func (t *Table) hasTwin(i int, e, except *lookup.Entry) bool {
 	if t.slots[i].Len() > twinScanMax {
 		return true
 	}
 	k := e.Key()
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-		if x := sock.OfSecondary(n); x != except && x.Port == e.Port && x.Key() == k {
+		if x := lookup.OfSecondary(n); x != except && x.Port == e.Port && x.Key() == k {
 			return true
 		}
 	}
@@ -153,14 +153,14 @@ func (t *Table) tighten(i int) {
 func (t *Table) mask(i int) uint32 {
 	var sum uint32
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-		sum |= bit(t.AddrHash(sock.OfSecondary(n).Key()))
+		sum |= bit(t.AddrHash(lookup.OfSecondary(n).Key()))
 	}
 	return sum
 }
 
 // twinKey is what makes two entries twins.
 type twinKey struct {
-	key  sock.Addr16
+	key  lookup.Addr16
 	port uint16
 }
 
@@ -172,7 +172,7 @@ func (t *Table) twins(i int) bool {
 	if t.slots[i].Len() > exactMax {
 		seen := map[twinKey]bool{}
 		for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-			e := sock.OfSecondary(n)
+			e := lookup.OfSecondary(n)
 			k := twinKey{e.Key(), e.Port}
 			if seen[k] {
 				return true
@@ -182,9 +182,9 @@ func (t *Table) twins(i int) bool {
 		return false
 	}
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-		e := sock.OfSecondary(n)
+		e := lookup.OfSecondary(n)
 		for m := n.Next.Load(); m != nil; m = m.Next.Load() {
-			if x := sock.OfSecondary(m); x.Port == e.Port && x.Key() == e.Key() {
+			if x := lookup.OfSecondary(m); x.Port == e.Port && x.Key() == e.Key() {
 				return true
 			}
 		}

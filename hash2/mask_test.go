@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // entryAt returns an unlinked IPv4 entry bound to a on port.
-func entryAt(a string, port uint16) *sock.Entry {
-	k := sock.Addr16Of(netip.MustParseAddr(a))
-	return &sock.Entry{Face: sock.Face{Port: port, Flags: sock.HasV4, V4: k.V4(), V6: k}}
+func entryAt(a string, port uint16) *lookup.Entry {
+	k := lookup.Addr16Of(netip.MustParseAddr(a))
+	return &lookup.Entry{Face: lookup.Face{Port: port, Flags: lookup.HasV4, V4: k.V4(), V6: k}}
 }
 
 // TestMask runs writes on one slot of a table and checks, after each,
@@ -33,7 +33,7 @@ func TestMask(t *testing.T) {
 	i := tab.Index(wild, port)
 	addr := func(n int) (string, uint32) {
 		a := fmt.Sprintf("10.%d.%d.%d", n>>16&255, n>>8&255, n&255)
-		return a, tab.AddrHash(sock.Addr16Of(netip.MustParseAddr(a)))
+		return a, tab.AddrHash(lookup.Addr16Of(netip.MustParseAddr(a)))
 	}
 	var same []string
 	taken := bit(wild)
@@ -51,25 +51,25 @@ func TestMask(t *testing.T) {
 			probe = a
 		}
 	}
-	key := func(a string) uint32 { return tab.AddrHash(sock.Addr16Of(netip.MustParseAddr(a))) }
+	key := func(a string) uint32 { return tab.AddrHash(lookup.Addr16Of(netip.MustParseAddr(a))) }
 	e0, e1, e2 := entryAt(same[0], port), entryAt(same[1], port), entryAt(same[2], port)
 	w := entryAt("0.0.0.0", port)
 	e0c := entryAt(same[0], port) // e0 connected: a new state, same key
-	e0c.Flags |= sock.Connected
+	e0c.Flags |= lookup.Connected
 	type step struct {
 		name string
 		do   func()
-		in   []*sock.Entry // the chain after the step
+		in   []*lookup.Entry // the chain after the step
 	}
 	steps := []step{
-		{"push e0", func() { tab.Push(i, e0) }, []*sock.Entry{e0}},
-		{"push e1", func() { tab.Push(i, e1) }, []*sock.Entry{e0, e1}},
-		{"push wildcard", func() { tab.Push(i, w) }, []*sock.Entry{e0, e1, w}},
-		{"replace e0", func() { tab.Replace(i, e0, e0c) }, []*sock.Entry{e0c, e1, w}},
-		{"remove e1", func() { tab.Remove(i, e1) }, []*sock.Entry{e0c, w}},
-		{"push e2", func() { tab.Push(i, e2) }, []*sock.Entry{e0c, w, e2}},
-		{"remove wildcard", func() { tab.Remove(i, w) }, []*sock.Entry{e0c, e2}},
-		{"remove e0", func() { tab.Remove(i, e0c) }, []*sock.Entry{e2}},
+		{"push e0", func() { tab.Push(i, e0) }, []*lookup.Entry{e0}},
+		{"push e1", func() { tab.Push(i, e1) }, []*lookup.Entry{e0, e1}},
+		{"push wildcard", func() { tab.Push(i, w) }, []*lookup.Entry{e0, e1, w}},
+		{"replace e0", func() { tab.Replace(i, e0, e0c) }, []*lookup.Entry{e0c, e1, w}},
+		{"remove e1", func() { tab.Remove(i, e1) }, []*lookup.Entry{e0c, w}},
+		{"push e2", func() { tab.Push(i, e2) }, []*lookup.Entry{e0c, w, e2}},
+		{"remove wildcard", func() { tab.Remove(i, w) }, []*lookup.Entry{e0c, e2}},
+		{"remove e0", func() { tab.Remove(i, e0c) }, []*lookup.Entry{e2}},
 		{"remove e2", func() { tab.Remove(i, e2) }, nil},
 	}
 	for _, s := range steps {
@@ -96,8 +96,8 @@ func TestMask(t *testing.T) {
 
 // sameSlot returns n IPv4 addresses whose keys on port share slot i of
 // tab, and entries bound to them.
-func sameSlot(tab *Table, i int, port uint16, n int) []*sock.Entry {
-	var es []*sock.Entry
+func sameSlot(tab *Table, i int, port uint16, n int) []*lookup.Entry {
+	var es []*lookup.Entry
 	for k := 1; len(es) < n; k++ {
 		a := fmt.Sprintf("10.%d.%d.%d", k>>16&255, k>>8&255, k&255)
 		if e := entryAt(a, port); tab.IndexOf(e) == i {
@@ -182,9 +182,9 @@ func TestTwins(t *testing.T) {
 	a, b := es[0], es[1]
 	twin := entryAt(a.LocalAddr().String(), port)
 	aConn := entryAt(a.LocalAddr().String(), port) // a's connected state
-	aConn.Flags |= sock.Connected
+	aConn.Flags |= lookup.Connected
 	// a's address on another port that shares the slot: not a twin.
-	var otherPort *sock.Entry
+	var otherPort *lookup.Entry
 	for p := uint16(1); otherPort == nil; p++ {
 		if e := entryAt(a.LocalAddr().String(), p); p != port && tab.IndexOf(e) == i {
 			otherPort = e
@@ -225,7 +225,7 @@ func TestTwins(t *testing.T) {
 	// where the chain is too long for a recount.
 	long := es[exactMax+1]
 	longConn := entryAt(long.LocalAddr().String(), port)
-	longConn.Flags |= sock.Connected
+	longConn.Flags |= lookup.Connected
 	steps = append(steps, step{"push one more, past exactMax", func() { tab.Push(i, long) }, true})
 	steps = append(steps, step{"replace it by its connected state", func() { tab.Replace(i, long, longConn) }, true})
 	// A push onto a chain longer than twinScanMax is not compared.

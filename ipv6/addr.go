@@ -8,21 +8,14 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
-
-// Placeholder4 is the IPv4 address Linux gives the IPv4 side of a
-// dual-stack socket that connected to an IPv6 peer: 127.0.0.6. It still
-// conflicts with 0.0.0.0 and 127.0.0.6 binds (DESIGN.md row 24) and is
-// reached by the placeholder fallback (DESIGN.md, "The placeholder
-// fallback").
-const Placeholder4 uint32 = 127<<24 | 6
 
 // Local is the local side of a socket as the cross-family rules see it.
 type Local struct {
 	Flags  uint8 // Is6, V6Only, HasV4, HasV6 bits of sock
 	V4     uint32
-	V6     sock.Addr16
+	V6     lookup.Addr16
 	Device int // the interface a link-local address is scoped to (0: none)
 }
 
@@ -114,42 +107,42 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 		if v6only {
 			return Local{}, fmt.Errorf("V6Only on IPv4 address %v: %w", a, syscall.EINVAL)
 		}
-		l.Flags = sock.HasV4
+		l.Flags = lookup.HasV4
 		l.V4 = v4(a)
-		l.V6 = sock.Map4(l.V4)
+		l.V6 = lookup.Map4(l.V4)
 	case a.Is4In6():
 		// A v4-mapped address is IPv4 traffic, which V6Only refuses
 		// (DESIGN.md row 22).
 		if v6only {
 			return Local{}, fmt.Errorf("V6Only with v4-mapped address %v: %w", a, syscall.EINVAL)
 		}
-		l.Flags = sock.Is6 | sock.HasV4
-		l.V6 = sock.Addr16Of(a)
+		l.Flags = lookup.Is6 | lookup.HasV4
+		l.V6 = lookup.Addr16Of(a)
 		l.V4 = l.V6.V4()
 	case a.IsUnspecified():
-		l.Flags = sock.Is6 | sock.HasV6
+		l.Flags = lookup.Is6 | lookup.HasV6
 		if v6only {
-			l.Flags |= sock.V6Only
+			l.Flags |= lookup.V6Only
 		} else {
-			l.Flags |= sock.HasV4
+			l.Flags |= lookup.HasV4
 		}
 	default:
 		// A specific IPv6 address makes the socket IPv6-only (Linux
 		// __inet6_bind; DESIGN.md row 23); its IPv4 side is the
 		// placeholder.
-		l.Flags = sock.Is6 | sock.HasV6 | sock.V6Only
-		l.V6 = sock.Addr16Of(a)
-		l.V4 = Placeholder4
+		l.Flags = lookup.Is6 | lookup.HasV6 | lookup.V6Only
+		l.V6 = lookup.Addr16Of(a)
+		l.V4 = lookup.Placeholder4
 	}
 	return l, nil
 }
 
 // isWild reports whether the local side is a wildcard address ("0.0.0.0",
 // "::" or "::ffff:0.0.0.0").
-func (l Local) isWild() bool { return l.key() == sock.Wild4 }
+func (l Local) isWild() bool { return l.key() == lookup.Wild4 }
 
-// key returns the secondary-table key of the local side (sock.KeyOf).
-func (l Local) key() sock.Addr16 { return sock.KeyOf(l.Flags, l.V4, l.V6) }
+// key returns the secondary-table key of the local side (lookup.KeyOf).
+func (l Local) key() lookup.Addr16 { return lookup.KeyOf(l.Flags, l.V4, l.V6) }
 
 func v4(a netip.Addr) uint32 {
 	b := a.As4()
@@ -157,15 +150,15 @@ func v4(a netip.Addr) uint32 {
 }
 
 // addrFlags are the flags of an entry that state its local side.
-const addrFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6
+const addrFlags = lookup.Is6 | lookup.V6Only | lookup.HasV4 | lookup.HasV6
 
 // LocalOf returns e's local side.
-func LocalOf(e *sock.Entry) Local {
+func LocalOf(e *lookup.Entry) Local {
 	return Local{Flags: e.Flags & addrFlags, V4: e.V4, V6: e.V6}
 }
 
 // SetOn copies the local side l into e (its device aside).
-func (l Local) SetOn(e *sock.Entry) {
+func (l Local) SetOn(e *lookup.Entry) {
 	e.Flags = e.Flags&^addrFlags | l.Flags
 	e.V4, e.V6 = l.V4, l.V6
 }

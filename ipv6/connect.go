@@ -5,14 +5,14 @@ import (
 	"net/netip"
 	"syscall"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Peer is a validated remote address: its 16-byte form (IPv4 mapped), the
 // address the socket reports, and the interface a link-local peer's zone
 // names.
 type Peer struct {
-	Addr   sock.Addr16
+	Addr   lookup.Addr16
 	Port   uint16
 	ap     netip.AddrPort
 	Device int
@@ -24,10 +24,10 @@ type Peer struct {
 // link-local peer's zone names if it names one; an IPv6 socket's v4-mapped
 // peer is also its remembered IPv4 peer (Linux's inet_daddr, which the
 // placeholder fallback reads). Its order and 4-tuple place are
-// sock.Order's to set.
-func (l Local) Connected(old *sock.Entry, p Peer) *sock.Entry {
-	e := &sock.Entry{
-		Face: sock.Face{Port: old.Port, Flags: old.Flags | sock.Connected, Device: old.Device,
+// lookup.Order's to set.
+func (l Local) Connected(old *lookup.Entry, p Peer) *lookup.Entry {
+	e := &lookup.Entry{
+		Face: lookup.Face{Port: old.Port, Flags: old.Flags | lookup.Connected, Device: old.Device,
 			Ref: old.Ref, Remote: p.Addr, RemotePort: p.Port},
 		Owner: old.Owner, Peer4: old.Peer4,
 	}
@@ -35,7 +35,7 @@ func (l Local) Connected(old *sock.Entry, p Peer) *sock.Entry {
 	if p.Device != 0 {
 		e.Device = int32(p.Device)
 	}
-	if e.Remote.IsMapped() && e.Has(sock.Is6) {
+	if e.Remote.IsMapped() && e.Has(lookup.Is6) {
 		e.Peer4 = e.Remote.V4()
 	}
 	return e
@@ -86,12 +86,12 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 	if peer.Port() == 0 {
 		return Peer{}, fmt.Errorf("remote port 0: %w", syscall.EINVAL)
 	}
-	is6 := l.Flags&sock.Is6 != 0
+	is6 := l.Flags&lookup.Is6 != 0
 	v4peer := pa.Is4() || pa.Is4In6()
 	switch {
 	case !is6 && !pa.Is4():
 		return Peer{}, fmt.Errorf("IPv6 peer %v on an IPv4 socket: %w", pa, syscall.EAFNOSUPPORT)
-	case is6 && v4peer && l.Flags&sock.V6Only != 0:
+	case is6 && v4peer && l.Flags&lookup.V6Only != 0:
 		return Peer{}, fmt.Errorf("IPv4 peer %v on an IPv6-only socket: %w", pa, syscall.ENETUNREACH)
 	}
 	pdev, err := scopeOf(pa, dev, zi)
@@ -104,7 +104,7 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 		return Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
 	pa = pa.WithZone("")
-	p.Addr = sock.Addr16Of(pa)
+	p.Addr = lookup.Addr16Of(pa)
 	if is6 && pa.Is4() {
 		pa = netip.AddrFrom16(pa.As16())
 	}
@@ -122,7 +122,7 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 	pa := p.ap.Addr()
 	v4peer := p.Addr.IsMapped()
 	if !l.isWild() {
-		if bound := l.V6.Addr(l.Flags&sock.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
+		if bound := l.V6.Addr(l.Flags&lookup.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
 			return l, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
 		}
 		n := l
@@ -133,9 +133,9 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		// lookup.PlaceholderFallback), until it connects to an IPv6 peer
 		// again.
 		if v4peer {
-			n.Flags &^= sock.HasV6
+			n.Flags &^= lookup.HasV6
 		} else {
-			n.Flags = n.Flags&^sock.HasV4 | sock.HasV6
+			n.Flags = n.Flags&^lookup.HasV4 | lookup.HasV6
 		}
 		return n, nil
 	}
@@ -155,8 +155,8 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		}
 		n := l
 		n.V4 = 0
-		n.V6 = sock.Map4(0)
-		n.Flags &^= sock.HasV6
+		n.V6 = lookup.Map4(0)
+		n.Flags &^= lookup.HasV6
 		return n, nil
 	}
 	// Routing never chooses a multicast or broadcast source.
@@ -170,15 +170,15 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 			return l, fmt.Errorf("IPv6 source %v for IPv4 peer %v: %w", src, pa, syscall.EINVAL)
 		}
 		n.V4 = v4(src.Unmap())
-		n.Flags &^= sock.HasV6
-		n.V6 = sock.Map4(n.V4)
+		n.Flags &^= lookup.HasV6
+		n.V6 = lookup.Map4(n.V4)
 	default:
 		if !src.Is6() || src.Is4In6() {
 			return l, fmt.Errorf("IPv4 source %v for IPv6 peer %v: %w", src, pa, syscall.EINVAL)
 		}
-		n.V6 = sock.Addr16Of(src)
-		n.V4 = Placeholder4
-		n.Flags &^= sock.HasV4
+		n.V6 = lookup.Addr16Of(src)
+		n.V4 = lookup.Placeholder4
+		n.Flags &^= lookup.HasV4
 	}
 	return n, nil
 }

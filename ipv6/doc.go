@@ -18,7 +18,7 @@
 //     IPv4 peer (Linux's inet_daddr) through later connects to IPv6 peers;
 //     the placeholder fallback reads it (Local.Connected).
 //
-// The rules are stated on the fields of sock.Entry (its family flags, V4
+// The rules are stated on the fields of lookup.Entry (its family flags, V4
 // and V6), which is what both the bind checks and the lookups read.
 //
 // This is an implementation package of udpdemux, exported only so that the

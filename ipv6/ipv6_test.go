@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
-func entry(t *testing.T, addr string, v6only bool) *sock.Entry {
+func entry(t *testing.T, addr string, v6only bool) *lookup.Entry {
 	t.Helper()
 	l, err := Bind(netip.MustParseAddr(addr), v6only, 1, nil)
 	require.NoError(t, err, addr)
-	return &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
+	return &lookup.Entry{Face: lookup.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 }
 
 func TestBind(t *testing.T) {
@@ -37,11 +37,11 @@ func TestBind(t *testing.T) {
 	} {
 		l, err := Bind(netip.MustParseAddr(tc.addr), tc.v6only, 0, nil)
 		require.NoError(t, err, tc.addr)
-		assert.Equal(t, tc.is6, l.Flags&sock.Is6 != 0, "%s is6", tc.addr)
-		assert.Equal(t, tc.has4, l.Flags&sock.HasV4 != 0, "%s has4", tc.addr)
-		assert.Equal(t, tc.has6, l.Flags&sock.HasV6 != 0, "%s has6", tc.addr)
-		assert.Equal(t, tc.v6onlyAfter, l.Flags&sock.V6Only != 0, "%s v6only", tc.addr)
-		assert.Equal(t, sock.Addr16Of(netip.MustParseAddr(tc.key)), l.key(), "%s key", tc.addr)
+		assert.Equal(t, tc.is6, l.Flags&lookup.Is6 != 0, "%s is6", tc.addr)
+		assert.Equal(t, tc.has4, l.Flags&lookup.HasV4 != 0, "%s has4", tc.addr)
+		assert.Equal(t, tc.has6, l.Flags&lookup.HasV6 != 0, "%s has6", tc.addr)
+		assert.Equal(t, tc.v6onlyAfter, l.Flags&lookup.V6Only != 0, "%s v6only", tc.addr)
+		assert.Equal(t, lookup.Addr16Of(netip.MustParseAddr(tc.key)), l.key(), "%s key", tc.addr)
 	}
 }
 
@@ -127,19 +127,19 @@ func TestConnectLocal(t *testing.T) {
 	// Row 24: "::" connected to ::1 takes ::1 and IPv4 placeholder 127.0.0.6.
 	l, p, err := Connect(mustBind("::"), 0, netip.MustParseAddrPort("[::1]:9"), netip.MustParseAddr("::1"), nil)
 	require.NoError(t, err)
-	assert.Equal(t, sock.Addr16Of(netip.MustParseAddr("::1")), l.V6)
-	assert.Equal(t, Placeholder4, l.V4)
-	assert.Zero(t, l.Flags&sock.HasV4)
+	assert.Equal(t, lookup.Addr16Of(netip.MustParseAddr("::1")), l.V6)
+	assert.Equal(t, lookup.Placeholder4, l.V4)
+	assert.Zero(t, l.Flags&lookup.HasV4)
 	assert.Equal(t, uint16(9), p.Port)
-	e := &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
+	e := &lookup.Entry{Face: lookup.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 	assert.True(t, Overlap(entry(t, "0.0.0.0", false), e))
 	assert.False(t, Overlap(entry(t, "127.0.0.1", false), e))
 	assert.True(t, Overlap(entry(t, "::", false), e))
 	// Row 25: "::" connected to a v4-mapped peer takes a v4-mapped local.
 	l, _, err = Connect(mustBind("::"), 0, netip.MustParseAddrPort("[::ffff:127.0.0.99]:9"), netip.MustParseAddr("127.0.0.1"), nil)
 	require.NoError(t, err)
-	assert.Equal(t, sock.Addr16Of(netip.MustParseAddr("::ffff:127.0.0.1")), l.V6)
-	e = &sock.Entry{Face: sock.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
+	assert.Equal(t, lookup.Addr16Of(netip.MustParseAddr("::ffff:127.0.0.1")), l.V6)
+	e = &lookup.Entry{Face: lookup.Face{Flags: l.Flags, V4: l.V4, V6: l.V6}}
 	assert.True(t, Overlap(entry(t, "127.0.0.1", false), e))
 	assert.False(t, Overlap(entry(t, "127.0.0.2", false), e))
 	assert.False(t, Overlap(entry(t, "::1", false), e))
@@ -157,7 +157,7 @@ func TestConnectLocal(t *testing.T) {
 // IPv6 socket as its IPv4 peer (Linux's inet_daddr), which an IPv4 socket
 // does not keep and a later IPv6 peer does not clear.
 func TestConnected(t *testing.T) {
-	sk := new(sock.Socket)
+	sk := new(lookup.Socket)
 	for _, tc := range []struct {
 		name        string
 		bound, peer string
@@ -175,13 +175,13 @@ func TestConnected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := Bind(netip.MustParseAddr(tc.bound), false, 0, nil)
 			require.NoError(t, err)
-			old := &sock.Entry{Face: sock.Face{Port: 5353, Device: tc.oldDevice, Ref: sock.Ref{Sock: sk, Word: 11}}, Owner: 1000, Peer4: tc.oldPeer4}
+			old := &lookup.Entry{Face: lookup.Face{Port: 5353, Device: tc.oldDevice, Ref: lookup.Ref{Sock: sk, Word: 11}}, Owner: 1000, Peer4: tc.oldPeer4}
 			l.SetOn(old)
 			nl, p, err := Connect(LocalOf(old), int(old.Device), netip.MustParseAddrPort(tc.peer), netip.MustParseAddr(tc.src), nil)
 			require.NoError(t, err)
 			e := nl.Connected(old, p)
 			assert.Equal(t, nl, LocalOf(e), "local side")
-			assert.True(t, e.Has(sock.Connected))
+			assert.True(t, e.Has(lookup.Connected))
 			assert.Equal(t, p.Addr, e.Remote)
 			assert.Equal(t, uint16(53), e.RemotePort)
 			assert.Equal(t, uint16(5353), e.Port)

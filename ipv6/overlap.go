@@ -1,14 +1,14 @@
 package ipv6
 
-import "github.com/udpdemux/udpdemux/internal/sock"
+import "github.com/udpdemux/udpdemux/lookup"
 
 // Overlap reports whether a new socket n and a bound socket e have
 // overlapping local addresses, as Linux's inet_rcv_saddr_equal decides
 // with wildcards matching on both sides (DESIGN.md rows 12-17 and 23-26). It is not symmetric: n is the
 // socket being bound.
-func Overlap(n, e *sock.Entry) bool {
-	if !n.Has(sock.Is6) {
-		if e.Has(sock.Is6 | sock.V6Only) {
+func Overlap(n, e *lookup.Entry) bool {
+	if !n.Has(lookup.Is6) {
+		if e.Has(lookup.Is6 | lookup.V6Only) {
 			return false
 		}
 		return n.V4 == e.V4 || n.V4 == 0 || e.V4 == 0
@@ -16,18 +16,18 @@ func Overlap(n, e *sock.Entry) bool {
 	nk, ek := kind(n), kind(e)
 	switch {
 	case nk == mapped && ek == mapped:
-		if e.Has(sock.V6Only) {
+		if e.Has(lookup.V6Only) {
 			return false
 		}
 		return n.V4 == e.V4 || n.V4 == 0 || e.V4 == 0
 	case nk == wildAddr && ek == wildAddr:
 		return true
-	case ek == wildAddr && !(e.Has(sock.V6Only) && nk == mapped):
+	case ek == wildAddr && !(e.Has(lookup.V6Only) && nk == mapped):
 		return true
-	case nk == wildAddr && !(n.Has(sock.V6Only) && ek == mapped):
+	case nk == wildAddr && !(n.Has(lookup.V6Only) && ek == mapped):
 		return true
 	}
-	return e.Has(sock.Is6) && n.V6 == e.V6
+	return e.Has(lookup.Is6) && n.V6 == e.V6
 }
 
 type addrKind uint8
@@ -40,11 +40,11 @@ const (
 
 // kind classifies the IPv6 local address of e; an IPv4 socket counts as
 // mapped.
-func kind(e *sock.Entry) addrKind {
+func kind(e *lookup.Entry) addrKind {
 	switch {
-	case !e.Has(sock.Is6) || e.V6.IsMapped():
+	case !e.Has(lookup.Is6) || e.V6.IsMapped():
 		return mapped
-	case e.V6 == sock.Wild6:
+	case e.V6 == lookup.Wild6:
 		return wildAddr
 	}
 	return other

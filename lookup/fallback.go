@@ -1,9 +1,13 @@
 package lookup
 
-import (
-	"github.com/udpdemux/udpdemux/internal/sock"
-	"github.com/udpdemux/udpdemux/ipv6"
-)
+import ()
+
+// Placeholder4 is the IPv4 address Linux gives the IPv4 side of a
+// dual-stack socket that connected to an IPv6 peer: 127.0.0.6. It still
+// conflicts with 0.0.0.0 and 127.0.0.6 binds (DESIGN.md row 24) and is
+// reached by the placeholder fallback (DESIGN.md, "The placeholder
+// fallback").
+const Placeholder4 uint32 = 127<<24 | 6
 
 // PlaceholderFallback finds, in the primary chain that starts at n, the
 // receiver of an IPv4 datagram to 127.0.0.6 that no ordinary candidate
@@ -16,11 +20,11 @@ import (
 // peer's address, even after a later connect to an IPv6 peer, and checks
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
-func PlaceholderFallback(n *sock.Node, q *Query) *sock.Ref {
+func PlaceholderFallback(n *Node, q *Query) *Ref {
 	b := NewBest()
 	for ; n != nil; n = n.Next.Load() {
-		e := sock.OfPrimary(n)
-		if e.Port != q.DstPort || e.Flags&(sock.Is6|sock.V6Only|sock.HasV4|sock.Connected) != sock.Is6|sock.Connected || e.V4 != ipv6.Placeholder4 {
+		e := OfPrimary(n)
+		if e.Port != q.DstPort || e.Flags&(Is6|V6Only|HasV4|Connected) != Is6|Connected || e.V4 != Placeholder4 {
 			continue
 		}
 		if e.RemotePort != q.SrcPort {
@@ -28,7 +32,7 @@ func PlaceholderFallback(n *sock.Node, q *Query) *sock.Ref {
 		}
 		s := 1 + 4
 		if e.Peer4 != 0 {
-			if sock.Map4(e.Peer4) != q.Src {
+			if Map4(e.Peer4) != q.Src {
 				continue
 			}
 			s += 4
@@ -53,4 +57,4 @@ func PlaceholderFallback(n *sock.Node, q *Query) *sock.Ref {
 
 // ToPlaceholder reports whether q is an IPv4 datagram to the placeholder
 // 127.0.0.6: one that found no receiver goes to PlaceholderFallback.
-func ToPlaceholder(q *Query) bool { return q.is4 && q.Dst.V4() == ipv6.Placeholder4 }
+func ToPlaceholder(q *Query) bool { return q.is4 && q.Dst.V4() == Placeholder4 }

@@ -2,8 +2,6 @@ package lookup
 
 import (
 	"math/bits"
-
-	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // FlowHash hashes a datagram's 4-tuple with a per-table seed, to pick an
@@ -50,18 +48,18 @@ func Pick(hash uint32, n int) int { return int(uint64(hash) * uint64(n) >> 32) }
 // flow returns q's addressing and flow hash as a group's selector sees
 // them. It is a value, so that handing it to a selector moves nothing of
 // the lookup to the heap.
-func (q *Query) flow(hash uint32) sock.Flow {
-	return sock.Flow{Src: q.Src, Dst: q.Dst, SrcPort: q.SrcPort, DstPort: q.DstPort,
+func (q *Query) flow(hash uint32) Flow {
+	return Flow{Src: q.Src, Dst: q.Dst, SrcPort: q.SrcPort, DstPort: q.DstPort,
 		Ifindex: q.Ifindex, Is4: q.is4, Hash: hash, Payload: q.Payload}
 }
 
-// ReusePort returns what receives q when e wins: e's Ref, or, if e is
+// Receiver returns what receives q when e wins: e's Ref, or, if e is
 // in an SO_REUSEPORT group of several members, the Ref of the member that
 // q's flow goes to (see Member), which it copies into q: the result lives
 // as long as q and e.
 // Its tests of e stay small enough to inline on the lookup path, where
 // most winners are in no group.
-func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
+func Receiver(seed uint64, e *Face, q *Query) *Ref {
 	if e == nil {
 		return nil
 	}
@@ -71,8 +69,8 @@ func ReusePort(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 	return group(seed, e, q)
 }
 
-// group is ReusePort for e, a winner in an SO_REUSEPORT group.
-func group(seed uint64, e *sock.Face, q *Query) *sock.Ref {
+// group is Receiver for e, a winner in an SO_REUSEPORT group.
+func group(seed uint64, e *Face, q *Query) *Ref {
 	v := e.Group.View()
 	if v.Len() < 2 {
 		return &e.Ref
@@ -83,7 +81,7 @@ func group(seed uint64, e *sock.Face, q *Query) *sock.Ref {
 
 // Member returns the member of g that receives q: the one g's selector
 // picks, else the one q's flow hashes to; nil if g is empty.
-func Member(g *sock.Group, seed uint64, q *Query) *sock.Entry {
+func Member(g *Group, seed uint64, q *Query) *Entry {
 	v := g.View()
 	if v.Len() == 0 {
 		return nil
@@ -93,7 +91,7 @@ func Member(g *sock.Group, seed uint64, q *Query) *sock.Entry {
 
 // choose returns the index in v, g's members, of the one that receives q.
 // v is not empty.
-func choose(g *sock.Group, v sock.View, seed uint64, q *Query) int {
+func choose(g *Group, v View, seed uint64, q *Query) int {
 	h := FlowHash(seed, q)
 	if sel := g.Selector(); sel != nil {
 		if i := sel(q.flow(h), v); uint(i) < uint(v.Len()) {

@@ -2,16 +2,14 @@ package lookup
 
 import (
 	"net/netip"
-
-	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // Query is a datagram's addressing, prepared once per lookup. A v4-mapped
 // source or destination stands for the IPv4 datagram it maps.
 type Query struct {
 	is4     bool
-	Dst     sock.Addr16 // destination in 16-byte (secondary key) form; Dst.V4() when is4
-	Src     sock.Addr16 // source in 16-byte form, IPv4 mapped
+	Dst     Addr16 // destination in 16-byte (secondary key) form; Dst.V4() when is4
+	Src     Addr16 // source in 16-byte form, IPv4 mapped
 	SrcPort uint16
 	DstPort uint16
 	Ifindex int32
@@ -19,8 +17,8 @@ type Query struct {
 	// when the caller has none. Init leaves it as it is.
 	Payload []byte
 	// picked is the Ref of the SO_REUSEPORT member a lookup of q chose,
-	// copied out of its group's array (see ReusePort).
-	picked sock.Ref
+	// copied out of its group's array (see Receiver).
+	picked Ref
 }
 
 // noDevice is the Ifindex of a datagram whose interface index does not fit
@@ -43,8 +41,8 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 		return q.Dst.V4() != 0 && q.DstPort != 0
 	}
 	q.DstPort = dst.Port()
-	q.Dst = sock.Addr16Of(dst.Addr())
-	q.Src = sock.Addr16Of(src.Addr())
+	q.Dst = Addr16Of(dst.Addr())
+	q.Src = Addr16Of(src.Addr())
 	q.SrcPort = src.Port()
 	q.Ifindex = Device(ifindex)
 	q.is4 = q.Dst.IsMapped()
@@ -55,7 +53,7 @@ func (q *Query) Init(src, dst netip.AddrPort, ifindex int) bool {
 	if q.is4 {
 		return q.Dst.V4() != 0 && q.DstPort != 0
 	}
-	return q.Dst != sock.Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
+	return q.Dst != Wild6 && q.DstPort != 0 && dst.Addr().IsValid()
 }
 
 // exactTier is added to the score of a candidate bound to the destination
@@ -75,7 +73,7 @@ const hash4Score = 64
 // and local4 and local6 refuse with constants, which the compiler follows
 // through to score's own refusal: a candidate they refuse, most of a long
 // chain, leaves at once, as it did when score stated the rules itself.
-func score(e *sock.Face, q *Query) int {
+func score(e *Face, q *Query) int {
 	if e.Port != q.DstPort {
 		return -1
 	}
@@ -93,35 +91,35 @@ func score(e *sock.Face, q *Query) int {
 
 // Score4 is score for the IPv4 datagram t, which a lookup holds instead
 // of a Query.
-func Score4(e *sock.Face, t *Tuple4) int {
+func Score4(e *Face, t *Tuple4) int {
 	if e.Port != t.DstPort {
 		return -1
 	}
 	if s, ok := local4(e, t.Dst); ok {
-		return peerAndDevice(e, s, sock.Map4(t.Src), t.SrcPort, t.Ifindex)
+		return peerAndDevice(e, s, Map4(t.Src), t.SrcPort, t.Ifindex)
 	}
 	return -1
 }
 
 // local4 is the IPv4 rules: whether e's local side takes an IPv4 datagram
 // to dst, and if so its score.
-func local4(e *sock.Face, dst uint32) (s int, ok bool) {
-	if e.Flags&sock.HasV4 == 0 || e.V4 != dst && e.V4 != 0 {
+func local4(e *Face, dst uint32) (s int, ok bool) {
+	if e.Flags&HasV4 == 0 || e.V4 != dst && e.V4 != 0 {
 		return 0, false
 	}
 	s = 1
 	if e.V4 == dst {
 		s += exactTier
 	}
-	if e.Flags&sock.Is6 == 0 {
+	if e.Flags&Is6 == 0 {
 		s++ // an IPv4 socket beats a dual-stack one
 	}
 	return s, true
 }
 
 // local6 is the IPv6 rules, as local4 states the IPv4 ones.
-func local6(e *sock.Face, dst sock.Addr16) (s int, ok bool) {
-	if e.Flags&sock.HasV6 == 0 || e.V6 != dst && e.V6 != sock.Wild6 {
+func local6(e *Face, dst Addr16) (s int, ok bool) {
+	if e.Flags&HasV6 == 0 || e.V6 != dst && e.V6 != Wild6 {
 		return 0, false
 	}
 	if e.V6 == dst {
@@ -134,8 +132,8 @@ func local6(e *sock.Face, dst sock.Addr16) (s int, ok bool) {
 // device make of a datagram from src:srcPort that arrived on the
 // interface whose Ifindex is dev, or returns -1 if they refuse it: the
 // rules both families share.
-func peerAndDevice(e *sock.Face, s int, src sock.Addr16, srcPort uint16, dev int32) int {
-	if e.Flags&sock.Connected != 0 {
+func peerAndDevice(e *Face, s int, src Addr16, srcPort uint16, dev int32) int {
+	if e.Flags&Connected != 0 {
 		if e.Remote != src || e.RemotePort != srcPort {
 			return -1
 		}
@@ -147,7 +145,7 @@ func peerAndDevice(e *sock.Face, s int, src sock.Addr16, srcPort uint16, dev int
 		}
 		s += 4
 	}
-	if e.Flags&sock.Hash4 != 0 && s >= exactTier {
+	if e.Flags&Hash4 != 0 && s >= exactTier {
 		return hash4Score
 	}
 	return s
@@ -160,10 +158,10 @@ func peerAndDevice(e *sock.Face, s int, src sock.Addr16, srcPort uint16, dev int
 // then, checked in three comparisons, so that a known peer's lookup does
 // not pay for the score it does not need. TestScore4MatchesScore holds
 // it to Score4.
-func ExactTo(e *sock.Face, dst uint32, dev int32) bool {
-	return e.Flags&sock.HasV4 != 0 && e.V4 == dst && (e.Device == 0 || e.Device == dev)
+func ExactTo(e *Face, dst uint32, dev int32) bool {
+	return e.Flags&HasV4 != 0 && e.V4 == dst && (e.Device == 0 || e.Device == dev)
 }
 
 // Matches reports whether e receives a multicast or broadcast datagram q:
 // the same conditions as a unicast candidate, without the ranking.
-func Matches(e *sock.Entry, q *Query) bool { return score(&e.Face, q) >= 0 }
+func Matches(e *Entry, q *Query) bool { return score(&e.Face, q) >= 0 }

@@ -1,7 +1,5 @@
 package lookup
 
-import "github.com/udpdemux/udpdemux/internal/sock"
-
 // Path says which search a lookup or bind check used.
 type Path uint8
 
@@ -19,7 +17,7 @@ const (
 // Best tracks the winning candidate of a search: the highest score, and
 // among equal scores the largest Seq (the most recently bound).
 type Best struct {
-	E     *sock.Face
+	E     *Face
 	score int // 0 while E is nil: a candidate's score is at least 1
 }
 
@@ -29,7 +27,7 @@ func NewBest() Best { return Best{} }
 // Offer makes e the winner if it matches q and beats the current one.
 // As no candidate scores 0, a refusal (-1) never wins, and a tie is only
 // ever with a winner.
-func (b *Best) Offer(e *sock.Face, q *Query) {
+func (b *Best) Offer(e *Face, q *Query) {
 	s := score(e, q)
 	if s < b.score {
 		return
@@ -42,16 +40,16 @@ func (b *Best) Offer(e *sock.Face, q *Query) {
 // Exact reports whether e, a candidate for q, is bound to the destination
 // address itself: no wildcard candidate can beat it. A search that finds
 // no other candidate as good may take it at once.
-func Exact(e *sock.Face, q *Query) bool { return score(e, q) >= exactTier }
+func Exact(e *Face, q *Query) bool { return score(e, q) >= exactTier }
 
 // Exact reports whether the winner is bound to the destination address
 // itself: no wildcard candidate can beat it.
 func (b *Best) Exact() bool { return b.score >= exactTier }
 
 // ScanPrimary offers every entry of the primary chain from n.
-func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
+func (b *Best) ScanPrimary(n *Node, q *Query) {
 	for ; n != nil; n = n.Next.Load() {
-		b.Offer(&sock.OfPrimary(n).Face, q)
+		b.Offer(&OfPrimary(n).Face, q)
 	}
 }
 
@@ -60,9 +58,9 @@ func (b *Best) ScanPrimary(n *sock.Node, q *Query) {
 // it), and reports whether it stopped there. Only another Hash4 entry of
 // the same 4-tuple could beat that one: the caller must know that the
 // chain holds none, or scan again.
-func (b *Best) ScanPrimaryTo4(n *sock.Node, q *Query) (stopped bool) {
+func (b *Best) ScanPrimaryTo4(n *Node, q *Query) (stopped bool) {
 	for ; n != nil; n = n.Next.Load() {
-		if b.Offer(&sock.OfPrimary(n).Face, q); b.score == hash4Score {
+		if b.Offer(&OfPrimary(n).Face, q); b.score == hash4Score {
 			return true
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 	"net/netip"
-
-	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // Tuple4 is an IPv4 datagram's addresses, ports and arrival interface: what
@@ -66,7 +64,7 @@ func Device(ifindex int) int32 {
 // one word, which their two stores cannot forward to.
 func (q *Query) Set4(src, dst uint32, srcPort, dstPort uint16, dev int32) {
 	q.is4 = true
-	q.Dst, q.Src = sock.Map4(dst), sock.Map4(src)
+	q.Dst, q.Src = Map4(dst), Map4(src)
 	q.DstPort, q.SrcPort = dstPort, srcPort
 	q.Ifindex = dev
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/udpdemux/udpdemux/internal/sock"
 )
 
 // TestTuple4Init: Init takes exactly the IPv4 datagrams Query.Init would
@@ -70,7 +68,7 @@ func TestScore4MatchesScore(t *testing.T) {
 	var q Query
 	q.Set4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex)
 	pick := func(xs ...uint32) uint32 { return xs[rng.IntN(len(xs))] }
-	flagBits := []uint8{sock.HasV4, sock.HasV6, sock.Is6, sock.Connected, sock.Hash4}
+	flagBits := []uint8{HasV4, HasV6, Is6, Connected, Hash4}
 	seen := map[int]int{}
 	exacts := map[bool]int{} // ExactTo's answers where the 4-tuple matched
 	for range 20000 {
@@ -80,19 +78,19 @@ func TestScore4MatchesScore(t *testing.T) {
 				f |= b
 			}
 		}
-		e := sock.Face{
+		e := Face{
 			Port:       uint16(pick(53, 54)),
 			Flags:      f,
 			V4:         pick(t4.Dst, 0, 0x0a000002, 127<<24|6),
-			V6:         sock.Map4(pick(t4.Dst, 0, 0x0a000002)),
+			V6:         Map4(pick(t4.Dst, 0, 0x0a000002)),
 			RemotePort: uint16(pick(1000, 1001)),
-			Remote:     sock.Map4(pick(t4.Src, 0xc0000202)),
+			Remote:     Map4(pick(t4.Src, 0xc0000202)),
 			Device:     int32(pick(0, 3, 4)),
 		}
 		want := score(&e, &q)
 		require.Equal(t, want, Score4(&e, &t4), "%+v", e)
 		seen[want]++
-		if e.Port == t4.DstPort && e.Remote == sock.Map4(t4.Src) && e.RemotePort == t4.SrcPort {
+		if e.Port == t4.DstPort && e.Remote == Map4(t4.Src) && e.RemotePort == t4.SrcPort {
 			exact := ExactScore(want)
 			require.Equal(t, exact, ExactTo(&e, t4.Dst, t4.Ifindex), "%+v", e)
 			exacts[exact]++

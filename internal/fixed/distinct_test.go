@@ -9,13 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // named returns an unlinked entry bound to addr, port 53 and device
 // dev, with the tie order seq.
-func named(t *testing.T, addr string, dev int32, seq uint64) *sock.Entry {
+func named(t *testing.T, addr string, dev int32, seq uint64) *lookup.Entry {
 	e := entry(t, addr, 53, 0, 0)
 	e.Device, e.Seq = dev, seq
 	return e
@@ -100,7 +99,7 @@ func TestTwoPhaseWildcardSlot(t *testing.T) {
 	var dst string
 	for k := 1; dst == ""; k++ {
 		a := fmt.Sprintf("10.%d.%d.%d", k>>16&255, k>>8&255, k&255)
-		if h2.Index(h2.AddrHash(sock.Addr16Of(netip.MustParseAddr(a))), 53) == w {
+		if h2.Index(h2.AddrHash(lookup.Addr16Of(netip.MustParseAddr(a))), 53) == w {
 			dst = a
 		}
 	}

@@ -6,13 +6,13 @@ import (
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Chooser is a bind(0) algorithm: (*bind.Ephemeral).Index, Bitmap or
 // Linear.
-type Chooser func(x *bind.Ephemeral, n *sock.Entry, g *lockorder.Guard) bool
+type Chooser func(x *bind.Ephemeral, n *lookup.Entry, g *lockorder.Guard) bool
 
 // Config is what an Engine writes to and decides with.
 type Config struct {
@@ -96,14 +96,14 @@ func (x *Engine) Unlock(h *Held) {
 // InUse reports whether a socket on h's port conflicts with n, and whether
 // the check searched the secondary table rather than the port's primary
 // chain.
-func (x *Engine) InUse(h *Held, n *sock.Entry) (inUse, secondary bool) {
+func (x *Engine) InUse(h *Held, n *lookup.Entry) (inUse, secondary bool) {
 	return x.check.InUse(n)
 }
 
 // Ephemeral chooses a port for n with the configured algorithm and returns
 // the handle holding its primary slot, with n.Port set, or nil if no port
 // of the range is free for n.
-func (x *Engine) Ephemeral(n *sock.Entry) *Held {
+func (x *Engine) Ephemeral(n *lookup.Entry) *Held {
 	h := x.held()
 	if !x.choose(&x.eph, n, &h.g) {
 		x.helds.Put(h)
@@ -116,9 +116,9 @@ func (x *Engine) Ephemeral(n *sock.Entry) *Held {
 // Entries appends the entries on h's port to buf, newest first. The
 // primary chain also holds the entries of the other ports that share the
 // slot; they are left out.
-func (h *Held) Entries(buf []*sock.Entry) []*sock.Entry {
+func (h *Held) Entries(buf []*lookup.Entry) []*lookup.Entry {
 	for n := h.h1.Slot(h.port).Chain.First(); n != nil; n = n.Next.Load() {
-		if e := sock.OfPrimary(n); e.Port == h.port {
+		if e := lookup.OfPrimary(n); e.Port == h.port {
 			buf = append(buf, e)
 		}
 	}

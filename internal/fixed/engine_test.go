@@ -13,9 +13,9 @@ import (
 	"github.com/udpdemux/udpdemux/bind"
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 func TestMain(m *testing.M) {
@@ -38,16 +38,16 @@ func newEngine(t *testing.T, low, high uint16, choose Chooser) *Engine {
 }
 
 // entry returns a new socket's first entry, unlinked.
-func entry(t *testing.T, addr string, port uint16, flags uint8, owner uint32) *sock.Entry {
+func entry(t *testing.T, addr string, port uint16, flags uint8, owner uint32) *lookup.Entry {
 	t.Helper()
 	l, err := ipv6.Bind(netip.MustParseAddr(addr), false, 0, nil)
 	require.NoError(t, err)
-	e := &sock.Entry{Face: sock.Face{Port: port, Flags: flags | l.Flags, V4: l.V4, V6: l.V6, Ref: sock.Ref{Sock: new(sock.Socket)}}, Owner: owner}
+	e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: flags | l.Flags, V4: l.V4, V6: l.V6, Ref: lookup.Ref{Sock: new(lookup.Socket)}}, Owner: owner}
 	return e
 }
 
 // link binds e as demux does: check, publish, count, unlock.
-func link(t *testing.T, x *Engine, e *sock.Entry) {
+func link(t *testing.T, x *Engine, e *lookup.Entry) {
 	t.Helper()
 	h := x.LockPort(e.Port)
 	defer x.Unlock(h)
@@ -59,7 +59,7 @@ func link(t *testing.T, x *Engine, e *sock.Entry) {
 }
 
 // verify fails t if x's invariants do not hold, and returns its entries.
-func verify(t *testing.T, x *Engine) map[*sock.Entry]bool {
+func verify(t *testing.T, x *Engine) map[*lookup.Entry]bool {
 	t.Helper()
 	var errs []string
 	seen := x.Verify(func(f string, a ...any) { errs = append(errs, f) })
@@ -72,14 +72,14 @@ func TestEntriesOfSharedSlot(t *testing.T) {
 	a := entry(t, "10.0.0.1", 53, 0, 0)
 	b := entry(t, "10.0.0.1", 53+256, 0, 0) // same primary slot, another port
 	c := entry(t, "10.0.0.2", 53, 0, 0)
-	for _, e := range []*sock.Entry{a, b, c} {
+	for _, e := range []*lookup.Entry{a, b, c} {
 		link(t, x, e)
 	}
 	verify(t, x)
 	h := x.LockPort(53)
 	got := h.Entries(nil)
 	x.Unlock(h)
-	assert.Equal(t, []*sock.Entry{c, a}, got, "port 53's entries, newest first, without port 309's")
+	assert.Equal(t, []*lookup.Entry{c, a}, got, "port 53's entries, newest first, without port 309's")
 }
 
 func TestEphemeral(t *testing.T) {
@@ -94,15 +94,15 @@ func TestEphemeral(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// One port in range, held by an SO_REUSEADDR socket.
 			x := newEngine(t, 40000, 40000, tc.choose)
-			held := entry(t, "0.0.0.0", 40000, sock.ReuseAddr, 0)
+			held := entry(t, "0.0.0.0", 40000, lookup.ReuseAddr, 0)
 			link(t, x, held)
 
 			// A sharer gets the port, and the handle lists its entries.
-			e := entry(t, "0.0.0.0", 0, sock.ReuseAddr, 0)
+			e := entry(t, "0.0.0.0", 0, lookup.ReuseAddr, 0)
 			h := x.Ephemeral(e)
 			require.NotNil(t, h)
 			assert.Equal(t, uint16(40000), e.Port)
-			assert.Equal(t, []*sock.Entry{held}, h.Entries(nil))
+			assert.Equal(t, []*lookup.Entry{held}, h.Entries(nil))
 			e.Sock().Cur.Store(e)
 			x.Link(h, e)
 			x.eph.Occ.Add(e)
@@ -127,16 +127,16 @@ func TestEphemeral(t *testing.T) {
 
 func TestGroupOf(t *testing.T) {
 	x := newEngine(t, 0, 0, nil)
-	a := entry(t, "10.0.0.1", 53, sock.ReusePort, 7)
+	a := entry(t, "10.0.0.1", 53, lookup.ReusePort, 7)
 	link(t, x, a)
 	for _, tc := range []struct {
 		name  string
-		e     *sock.Entry
+		e     *lookup.Entry
 		joins bool
 	}{
-		{"same key and owner", entry(t, "10.0.0.1", 53, sock.ReusePort, 7), true},
-		{"other owner", entry(t, "10.0.0.1", 53, sock.ReusePort, 8), false},
-		{"other address", entry(t, "10.0.0.2", 53, sock.ReusePort, 7), false},
+		{"same key and owner", entry(t, "10.0.0.1", 53, lookup.ReusePort, 7), true},
+		{"other owner", entry(t, "10.0.0.1", 53, lookup.ReusePort, 8), false},
+		{"other address", entry(t, "10.0.0.2", 53, lookup.ReusePort, 7), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := x.LockPort(53)
@@ -164,7 +164,7 @@ func TestReplaceMove(t *testing.T) {
 			x := newEngine(t, 0, 0, nil)
 			old := entry(t, tc.from, 53, 0, 0)
 			link(t, x, old)
-			e := entry(t, tc.to, 53, sock.Connected, 0)
+			e := entry(t, tc.to, 53, lookup.Connected, 0)
 			e.Ref = old.Ref
 			oi, ni := x.h2.IndexOf(old), x.h2.IndexOf(e)
 			require.Equal(t, tc.moves, oi != ni, "the addresses' slots (seed-dependent)")
@@ -176,7 +176,7 @@ func TestReplaceMove(t *testing.T) {
 			x.Unlock(h)
 
 			seen := verify(t, x)
-			assert.Equal(t, map[*sock.Entry]bool{e: true}, seen)
+			assert.Equal(t, map[*lookup.Entry]bool{e: true}, seen)
 			assert.Equal(t, x.h2.At(ni).Chain.First(), &e.N2)
 			want := uint32(0)
 			if tc.moves {
@@ -190,9 +190,9 @@ func TestReplaceMove(t *testing.T) {
 
 func TestUnlink(t *testing.T) {
 	x := newEngine(t, 0, 0, nil)
-	var es []*sock.Entry
+	var es []*lookup.Entry
 	for _, a := range []string{"10.0.0.1", "10.0.0.1", "0.0.0.0"} {
-		e := entry(t, a, 53, sock.ReusePort, 0)
+		e := entry(t, a, 53, lookup.ReusePort, 0)
 		link(t, x, e)
 		es = append(es, e)
 	}
@@ -201,8 +201,8 @@ func TestUnlink(t *testing.T) {
 	x.Unlink(h, es[0])
 	x.Unlock(h)
 	es[0].Sock().Closed.Store(true)
-	assert.Equal(t, map[*sock.Entry]bool{es[1]: true, es[2]: true}, verify(t, x))
-	assert.Equal(t, []*sock.Entry{es[1]}, es[1].Group.Members())
+	assert.Equal(t, map[*lookup.Entry]bool{es[1]: true, es[2]: true}, verify(t, x))
+	assert.Equal(t, []*lookup.Entry{es[1]}, es[1].Group.Members())
 }
 
 // TestVerifySeesMoveInProgress: a secondary slot whose sequence count a

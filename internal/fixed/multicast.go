@@ -1,16 +1,15 @@
 package fixed
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // matchPrimary appends to rs every entry of q's primary chain that
 // receives the multicast or broadcast datagram q (Linux
 // __udp4_lib_mcast_deliver).
-func (t *tables) matchPrimary(q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+func (t *tables) matchPrimary(q *lookup.Query, rs []*lookup.Entry) []*lookup.Entry {
 	for n := t.h1.Slot(q.DstPort).Chain.First(); n != nil; n = n.Next.Load() {
-		if e := sock.OfPrimary(n); lookup.Matches(e, q) {
+		if e := lookup.OfPrimary(n); lookup.Matches(e, q) {
 			rs = append(rs, e)
 		}
 	}
@@ -21,9 +20,9 @@ func (t *tables) matchPrimary(q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
 // wildcard secondary slots. With limit ≥ 0 it gives up (false) on meeting a
 // slot longer than limit. It re-runs the search if a socket moved between
 // the two slots meanwhile, so that no socket is missed or seen twice, up
-// to sock.ReadTries times; then it gives up too, and the caller matches
+// to lookup.ReadTries times; then it gives up too, and the caller matches
 // the primary chain (see secondary).
-func (t *tables) matchSecondary(q *lookup.Query, rs []*sock.Entry, limit int) ([]*sock.Entry, bool) {
+func (t *tables) matchSecondary(q *lookup.Query, rs []*lookup.Entry, limit int) ([]*lookup.Entry, bool) {
 	h2 := t.h2
 	i := h2.Index(h2.AddrHash(q.Dst), q.DstPort)
 	w := h2.Index(h2.WildHash(), q.DstPort)
@@ -32,7 +31,7 @@ func (t *tables) matchSecondary(q *lookup.Query, rs []*sock.Entry, limit int) ([
 		return rs, false
 	}
 	base := len(rs)
-	for range sock.ReadTries {
+	for range lookup.ReadTries {
 		rs = rs[:base]
 		seq, ok := exact.Seq.TryRead()
 		wseq, wok := wild.Seq.TryRead()
@@ -40,13 +39,13 @@ func (t *tables) matchSecondary(q *lookup.Query, rs []*sock.Entry, limit int) ([
 			continue
 		}
 		for n := exact.Chain.First(); n != nil; n = n.Next.Load() {
-			if e := sock.OfSecondary(n); lookup.Matches(e, q) {
+			if e := lookup.OfSecondary(n); lookup.Matches(e, q) {
 				rs = append(rs, e)
 			}
 		}
 		if i != w {
 			for n := wild.Chain.First(); n != nil; n = n.Next.Load() {
-				if e := sock.OfSecondary(n); lookup.Matches(e, q) {
+				if e := lookup.OfSecondary(n); lookup.Matches(e, q) {
 					rs = append(rs, e)
 				}
 			}
@@ -60,7 +59,7 @@ func (t *tables) matchSecondary(q *lookup.Query, rs []*sock.Entry, limit int) ([
 
 // matchHybrid chooses between matchPrimary and matchSecondary by the
 // hybrid rule, and reports the path it took.
-func (t *tables) matchHybrid(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
+func (t *tables) matchHybrid(q *lookup.Query, rs []*lookup.Entry) ([]*lookup.Entry, lookup.Path) {
 	p := t.h1.Slot(q.DstPort).Chain.Len()
 	if p > t.threshold {
 		if out, ok := t.matchSecondary(q, rs, p); ok {

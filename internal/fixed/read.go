@@ -3,7 +3,6 @@ package fixed
 import (
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -24,7 +23,7 @@ const (
 // nothing tries the placeholder fallback. It takes no lock and does not
 // allocate. Its signature is grow.Engine's, so that package demux reads
 // either storage alike.
-func (x *Engine) Lookup(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
+func (x *Engine) Lookup(q *lookup.Query) (r *lookup.Ref, p lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
 		r, p = x.tabs.onePhase(q), lookup.Primary
@@ -42,7 +41,7 @@ func (x *Engine) Lookup(q *lookup.Query) (r *sock.Ref, p lookup.Path) {
 // Multicast appends every entry that receives the multicast or broadcast
 // datagram q to rs, each once, from a consistent view, and reports the
 // path it took, as grow.Engine's does.
-func (x *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
+func (x *Engine) Multicast(q *lookup.Query, rs []*lookup.Entry) ([]*lookup.Entry, lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
 		return x.tabs.matchPrimary(q, rs), lookup.Primary

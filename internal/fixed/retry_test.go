@@ -11,7 +11,6 @@ import (
 
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -30,20 +29,20 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 		name    string
 		dst     string
 		devices bool // the unicast shape: a device each
-		search  func(tabs *tables, q *lookup.Query) []*sock.Socket
+		search  func(tabs *tables, q *lookup.Query) []*lookup.Socket
 	}{
-		{name: "TwoPhase", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+		{name: "TwoPhase", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*lookup.Socket {
 			return refs(tabs.twoPhase(q))
 		}},
-		{name: "Hybrid", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+		{name: "Hybrid", dst: unicastDst, devices: true, search: func(tabs *tables, q *lookup.Query) []*lookup.Socket {
 			r, _ := tabs.hybrid(q)
 			return refs(r)
 		}},
-		{name: "MatchHybrid", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+		{name: "MatchHybrid", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*lookup.Socket {
 			rs, _ := tabs.matchHybrid(q, nil)
 			return socks(rs)
 		}},
-		{name: "MatchSecondary", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*sock.Socket {
+		{name: "MatchSecondary", dst: multicastDst, search: func(tabs *tables, q *lookup.Query) []*lookup.Socket {
 			// As package demux's two-phase strategy does.
 			rs, ok := tabs.matchSecondary(q, nil, -1)
 			if !ok {
@@ -58,24 +57,24 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			h2, err := hash2.New(256, 7)
 			require.NoError(t, err)
 			tabs := &tables{h1: h1, h2: h2, threshold: 10}
-			var last *sock.Entry
+			var last *lookup.Entry
 			for i := range sockets + 1 {
 				var dev int32
 				if tc.devices && i < sockets {
 					dev = int32(i + 1)
 				}
 				e := named(t, "0.0.0.0", dev, uint64(i+1))
-				e.Flags |= sock.ReuseAddr
+				e.Flags |= lookup.ReuseAddr
 				h1.Slot(e.Port).Chain.PushFront(&e.N1)
 				h2.Push(h2.IndexOf(e), e)
 				last = e
 			}
 			q := query(t, src, tc.dst, 1000000)
-			want := []*sock.Socket{last.Ref.Sock}
+			want := []*lookup.Socket{last.Ref.Sock}
 			if !tc.devices {
 				want = want[:0]
 				for n := h1.Slot(53).Chain.First(); n != nil; n = n.Next.Load() {
-					want = append(want, sock.OfPrimary(n).Ref.Sock)
+					want = append(want, lookup.OfPrimary(n).Ref.Sock)
 				}
 			}
 			exact, wild := h2.At(h2.Index(h2.AddrHash(q.Dst), 53)), h2.At(h2.Index(h2.WildHash(), 53))
@@ -107,7 +106,7 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			}()
 			<-started
 			for range 5 {
-				done := make(chan []*sock.Socket, 1)
+				done := make(chan []*lookup.Socket, 1)
 				go func() { done <- tc.search(tabs, q) }()
 				select {
 				case got := <-done:
@@ -121,16 +120,16 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 }
 
 // refs returns r's socket, if any.
-func refs(r *sock.Ref) []*sock.Socket {
+func refs(r *lookup.Ref) []*lookup.Socket {
 	if r == nil {
 		return nil
 	}
-	return []*sock.Socket{r.Sock}
+	return []*lookup.Socket{r.Sock}
 }
 
 // socks returns the entries' sockets.
-func socks(es []*sock.Entry) []*sock.Socket {
-	out := make([]*sock.Socket, len(es))
+func socks(es []*lookup.Entry) []*lookup.Socket {
+	out := make([]*lookup.Socket, len(es))
 	for i, e := range es {
 		out[i] = e.Ref.Sock
 	}

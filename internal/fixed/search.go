@@ -3,7 +3,6 @@ package fixed
 import (
 	"github.com/udpdemux/udpdemux/hash1"
 	"github.com/udpdemux/udpdemux/hash2"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -17,27 +16,27 @@ type tables struct {
 }
 
 // onePhase scans the primary chain of q's port.
-func (t *tables) onePhase(q *lookup.Query) *sock.Ref {
+func (t *tables) onePhase(q *lookup.Query) *lookup.Ref {
 	b := lookup.NewBest()
 	b.ScanPrimary(t.h1.Slot(q.DstPort).Chain.First(), q)
-	return lookup.ReusePort(t.seed, b.E, q)
+	return lookup.Receiver(t.seed, b.E, q)
 }
 
 // twoPhase searches the exact-address secondary slot, then the wildcard
 // one; the port's primary chain if moves kept overlapping that search.
-func (t *tables) twoPhase(q *lookup.Query) *sock.Ref {
+func (t *tables) twoPhase(q *lookup.Query) *lookup.Ref {
 	if e, ok := t.secondary(q, -1); ok {
-		return lookup.ReusePort(t.seed, e, q)
+		return lookup.Receiver(t.seed, e, q)
 	}
 	return t.onePhase(q)
 }
 
 // hybrid applies Linux 2.6.33's rule and reports the path it took.
-func (t *tables) hybrid(q *lookup.Query) (*sock.Ref, lookup.Path) {
+func (t *tables) hybrid(q *lookup.Query) (*lookup.Ref, lookup.Path) {
 	p := t.h1.Slot(q.DstPort).Chain.Len()
 	if p > t.threshold {
 		if e, ok := t.secondary(q, p); ok {
-			return lookup.ReusePort(t.seed, e, q), lookup.Secondary
+			return lookup.Receiver(t.seed, e, q), lookup.Secondary
 		}
 		return t.onePhase(q), lookup.Fallback
 	}
@@ -47,17 +46,17 @@ func (t *tables) hybrid(q *lookup.Query) (*sock.Ref, lookup.Path) {
 // secondary searches the secondary slots. With limit ≥ 0 it gives up
 // (false) on meeting a slot longer than limit, as the hybrid rule wants.
 // It also gives up when a move between slots overlapped each of its
-// sock.ReadTries searches: the caller then scans the port's primary
+// lookup.ReadTries searches: the caller then scans the port's primary
 // chain, where a move replaces an entry in place, so that one scan is
 // exact whatever writers do, and no lookup takes a lock (a lookup made
 // from a port hook, which holds the port's slot locks, could not).
-func (t *tables) secondary(q *lookup.Query, limit int) (*sock.Face, bool) {
+func (t *tables) secondary(q *lookup.Query, limit int) (*lookup.Face, bool) {
 	h2 := t.h2
 	h, wh := h2.AddrHash(q.Dst), h2.WildHash()
 	i := h2.Index(h, q.DstPort)
 	w := h2.Index(wh, q.DstPort)
 	exact, wild := h2.At(i), h2.At(w)
-	for range sock.ReadTries {
+	for range lookup.ReadTries {
 		if limit >= 0 && exact.Chain.Len() > limit {
 			return nil, false
 		}
@@ -95,10 +94,10 @@ func (t *tables) secondary(q *lookup.Query, limit int) (*sock.Face, bool) {
 // addresses whose hash collides; they are passed over on their V6 alone:
 // a candidate's V6 is the datagram's destination (an IPv4 address in
 // mapped form), or a wildcard.
-func scanSecondary(b *lookup.Best, n *sock.Node, q *lookup.Query) {
+func scanSecondary(b *lookup.Best, n *lookup.Node, q *lookup.Query) {
 	for ; n != nil; n = n.Next.Load() {
-		e := sock.OfSecondary(n)
-		if v := e.V6; v != q.Dst && v != sock.Wild4 && v != sock.Wild6 {
+		e := lookup.OfSecondary(n)
+		if v := e.V6; v != q.Dst && v != lookup.Wild4 && v != lookup.Wild6 {
 			continue
 		}
 		b.Offer(&e.Face, q)
@@ -111,9 +110,9 @@ func scanSecondary(b *lookup.Best, n *sock.Node, q *lookup.Query) {
 // match there (wildcard entries of q's port live in the wildcard slot),
 // so the walk stops at the one on q's port, unless the slot may have held
 // twins since (see hash2.Summary).
-func scanDistinct(b *lookup.Best, n *sock.Node, q *lookup.Query, h2 *hash2.Table, i int, sum hash2.Summary) {
+func scanDistinct(b *lookup.Best, n *lookup.Node, q *lookup.Query, h2 *hash2.Table, i int, sum hash2.Summary) {
 	for ; n != nil; n = n.Next.Load() {
-		e := sock.OfSecondary(n)
+		e := lookup.OfSecondary(n)
 		if e.V6 != q.Dst || e.Port != q.DstPort {
 			continue
 		}
@@ -126,6 +125,6 @@ func scanDistinct(b *lookup.Best, n *sock.Node, q *lookup.Query, h2 *hash2.Table
 
 // placeholderFallback is lookup.PlaceholderFallback over q's primary
 // chain.
-func (t *tables) placeholderFallback(q *lookup.Query) *sock.Ref {
+func (t *tables) placeholderFallback(q *lookup.Query) *lookup.Ref {
 	return lookup.PlaceholderFallback(t.h1.Slot(q.DstPort).Chain.First(), q)
 }

@@ -3,7 +3,7 @@ package fixed
 import (
 	"fmt"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Verify checks the tables' invariants, calling bad for each violation,
@@ -14,16 +14,16 @@ import (
 // secondary slot's summary (key mask, twin count) fits its chain;
 // SO_REUSEPORT groups hold exactly their unconnected ReusePort members.
 // Call it when no write is in flight.
-func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
+func (x *Engine) Verify(bad func(format string, args ...any)) map[*lookup.Entry]bool {
 	h1, h2 := x.h1, x.h2
-	seen1 := map[*sock.Entry]bool{}
-	groups := map[*sock.Group]bool{}
+	seen1 := map[*lookup.Entry]bool{}
+	groups := map[*lookup.Group]bool{}
 	for i := range h1.Len() {
 		c := &h1.At(i).Chain
 		if c.First() == nil && c.Len() == 0 {
 			continue
 		}
-		n := walk(c, sock.OfPrimary, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, lookup.OfPrimary, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *lookup.Entry) {
 			if h1.Index(e.Port) != i {
 				bad("primary slot %d holds port %d", i, e.Port)
 			}
@@ -36,7 +36,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			bad("primary slot %d: count %d, chain %d", i, c.Len(), n)
 		}
 	}
-	seen2 := map[*sock.Entry]bool{}
+	seen2 := map[*lookup.Entry]bool{}
 	for i := range h2.Len() {
 		s := h2.At(i)
 		if s.Seq.Moving() {
@@ -47,7 +47,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if c.First() == nil && c.Len() == 0 {
 			continue
 		}
-		n := walk(c, sock.OfSecondary, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *sock.Entry) {
+		n := walk(c, lookup.OfSecondary, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *lookup.Entry) {
 			if h2.IndexOf(e) != i {
 				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.IndexOf(e))
 			}
@@ -70,7 +70,7 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		if e.Sock().Closed.Load() || e.Sock().Cur.Load() != e {
 			bad("entry %v:%d is not its socket's current state", e.LocalAddr(), e.Port)
 		}
-		wantGroup := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+		wantGroup := e.Has(lookup.ReusePort) && !e.Has(lookup.Connected)
 		if (e.Group != nil) != wantGroup {
 			bad("entry %v:%d: group %v, want one: %v", e.LocalAddr(), e.Port, e.Group != nil, wantGroup)
 		}
@@ -103,9 +103,9 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 
 // walk follows chain c, checking the back links, calls f for every entry
 // and returns the chain's length.
-func walk(c *sock.Chain, of sock.Link, bad func(string, ...any), f func(*sock.Entry)) int {
+func walk(c *lookup.Chain, of lookup.Link, bad func(string, ...any), f func(*lookup.Entry)) int {
 	n := 0
-	var prev *sock.Node
+	var prev *lookup.Node
 	for x := c.First(); x != nil; x = x.Next.Load() {
 		if x.Prev != prev {
 			bad("broken back link")

@@ -1,15 +1,15 @@
 package fixed
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Link publishes a new entry e in both tables: at the head of its
 // secondary chain, then of its primary chain. An unconnected ReusePort e
 // joins its SO_REUSEPORT group (a new one if there is none) first.
-func (x *Engine) Link(h *Held, e *sock.Entry) {
+func (x *Engine) Link(h *Held, e *lookup.Entry) {
 	i := x.h2.IndexOf(e)
-	if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+	if e.Has(lookup.ReusePort) && !e.Has(lookup.Connected) {
 		e.Group = x.GroupOf(h, e)
 		e.Group.Add(e)
 	}
@@ -20,21 +20,21 @@ func (x *Engine) Link(h *Held, e *sock.Entry) {
 
 // GroupOf returns the SO_REUSEPORT group that the unconnected ReusePort
 // entry e belongs in, making it if there is none; the caller adds e.
-func (x *Engine) GroupOf(h *Held, e *sock.Entry) *sock.Group {
+func (x *Engine) GroupOf(h *Held, e *lookup.Entry) *lookup.Group {
 	if g := findGroup(x.h2.At(x.h2.IndexOf(e)).Chain.First(), e); g != nil {
 		return g
 	}
-	return new(sock.Group)
+	return new(lookup.Group)
 }
 
 // findGroup returns the SO_REUSEPORT group that e joins: that of an
 // unconnected ReusePort socket with the same address, port, device, family,
 // V6Only and owner, other than e's own socket. All such sockets share e's
 // secondary slot, and the caller's primary slot lock keeps them in place.
-func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
-	const key = sock.Is6 | sock.V6Only | sock.ReusePort | sock.Connected
+func findGroup(n *lookup.Node, e *lookup.Entry) *lookup.Group {
+	const key = lookup.Is6 | lookup.V6Only | lookup.ReusePort | lookup.Connected
 	for ; n != nil; n = n.Next.Load() {
-		x := sock.OfSecondary(n)
+		x := lookup.OfSecondary(n)
 		if x.Group != nil && x.Ref.Sock != e.Ref.Sock && x.Port == e.Port && x.Flags&key == e.Flags&key &&
 			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
 			return x.Group
@@ -48,7 +48,7 @@ func findGroup(n *sock.Node, e *sock.Entry) *sock.Group {
 // ReusePort e must already be in its group (see GroupOf). The secondary
 // table first (see rehash), then the primary chain in one store; then old
 // leaves its group.
-func (x *Engine) Replace(h *Held, old, e *sock.Entry) {
+func (x *Engine) Replace(h *Held, old, e *lookup.Entry) {
 	x.rehash(h, old, e)
 	x.h1.Slot(e.Port).Chain.Replace(&old.N1, &e.N1)
 	if old.Group != nil {
@@ -61,7 +61,7 @@ func (x *Engine) Replace(h *Held, old, e *sock.Entry) {
 // unlinks old, inside a sequence count of both slots, so a lookup that
 // searched the new slot before the move and the old one after it notices
 // and searches again.
-func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
+func (x *Engine) rehash(h *Held, old, e *lookup.Entry) {
 	h2 := x.h2
 	oi, ni := h2.IndexOf(old), h2.IndexOf(e)
 	os, ns := h2.At(oi), h2.At(ni)
@@ -80,7 +80,7 @@ func (x *Engine) rehash(h *Held, old, e *sock.Entry) {
 
 // Unlink removes e: a close. It leaves the secondary chain, then the
 // primary one, then its group.
-func (x *Engine) Unlink(h *Held, e *sock.Entry) {
+func (x *Engine) Unlink(h *Held, e *lookup.Entry) {
 	i := x.h2.IndexOf(e)
 	x.h2.Lock(&h.g, i)
 	x.h2.Remove(i, e)

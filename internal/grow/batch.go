@@ -1,7 +1,6 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -13,7 +12,7 @@ const BatchMax = 64
 // the query undeliverable. It is LookupBatch4 for datagrams of any
 // family: it warms the cache in the same stages, then runs Lookup on each
 // datagram.
-func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*sock.Socket) {
+func (g *Engine) LookupBatch(qs []lookup.Query, ok []bool, out []*lookup.Socket) {
 	n := min(len(qs), len(ok), len(out), BatchMax)
 	var w warming
 	for i := range n {
@@ -43,7 +42,7 @@ type warming struct {
 // from src:srcPort reads first, if its port is indexed: its destination
 // key's, and its 4-tuple's where the port's peer filter may hold the
 // source.
-func (g *Engine) stage(w *warming, dst, src sock.Addr16, dport, srcPort uint16) {
+func (g *Engine) stage(w *warming, dst, src lookup.Addr16, dport, srcPort uint16) {
 	slot := g.port(dport)
 	if slot == nil || slot.list.Len() <= g.threshold {
 		return
@@ -67,7 +66,7 @@ func (g *Engine) stage(w *warming, dst, src sock.Addr16, dport, srcPort uint16) 
 // its key (Map.Guess), each stage a short loop over the whole batch
 // so that its cache misses overlap. It decides nothing.
 func (g *Engine) warm(w *warming) {
-	var es [2 * BatchMax]*sock.Entry
+	var es [2 * BatchMax]*lookup.Entry
 	g.conns.Guess(w.chs[:w.nc], es[:w.nc])
 	g.addrs.Guess(w.ahs[:w.na], es[w.nc:w.nc+w.na])
 	for _, e := range es[:w.nc+w.na] {

@@ -1,7 +1,6 @@
 package grow
 
 import (
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -23,12 +22,12 @@ import (
 // It returns sockets, not Refs: a Ref's value lies in its entry's second
 // cache line, which the lookup of an unconnected socket does not read
 // otherwise, and the stages warm only the first.
-func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*sock.Socket) {
+func (g *Engine) LookupBatch4(ts []lookup.Tuple4, ok []bool, out []*lookup.Socket) {
 	n := min(len(ts), len(ok), len(out), BatchMax)
 	var w warming
 	for i := range n {
 		if t := &ts[i]; ok[i] {
-			g.stage(&w, sock.Map4(t.Dst), sock.Map4(t.Src), t.DstPort, t.SrcPort)
+			g.stage(&w, lookup.Map4(t.Dst), lookup.Map4(t.Src), t.DstPort, t.SrcPort)
 		}
 	}
 	g.warm(&w)

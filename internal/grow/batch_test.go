@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -38,7 +37,7 @@ func TestBatchSkipsUndeliverable(t *testing.T) {
 	for _, th := range thresholds {
 		t.Run(th.name, func(t *testing.T) {
 			w := newWriter(t, th.threshold, 13)
-			socks := map[string]*sock.Socket{
+			socks := map[string]*lookup.Socket{
 				"wild": w.bind(netip.IPv4Unspecified(), port, bindOpts{}).sk,
 				"addr": w.bind(netip.MustParseAddr("10.0.0.2"), port, bindOpts{}).sk,
 			}
@@ -72,15 +71,15 @@ func TestBatchSkipsUndeliverable(t *testing.T) {
 			r, _ := w.g.lookup4(t4.Src, t4.Dst, t4.SrcPort, t4.DstPort, t4.Ifindex, &q)
 			require.Same(t, socks["wild"], sockOf(r), "datagram 1: a lookup of the refused tuple")
 
-			stale := new(sock.Socket)
+			stale := new(lookup.Socket)
 			for _, batch := range []struct {
 				name string
-				run  func(out []*sock.Socket)
+				run  func(out []*lookup.Socket)
 			}{
-				{"LookupBatch", func(out []*sock.Socket) { w.g.LookupBatch(qs, ok, out) }},
-				{"LookupBatch4", func(out []*sock.Socket) { w.g.LookupBatch4(ts, ok4, out) }},
+				{"LookupBatch", func(out []*lookup.Socket) { w.g.LookupBatch(qs, ok, out) }},
+				{"LookupBatch4", func(out []*lookup.Socket) { w.g.LookupBatch4(ts, ok4, out) }},
 			} {
-				out := make([]*sock.Socket, n)
+				out := make([]*lookup.Socket, n)
 				for i := range out {
 					out[i] = stale
 				}

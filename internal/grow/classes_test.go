@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestEveryClassScored: a key of the indexes with several classes keeps
@@ -78,9 +78,9 @@ func TestEveryClassScored(t *testing.T) {
 
 // requireClasses fails the test unless e's key holds more than one class,
 // e's not the first: what TestEveryClassScored's cases are built for.
-func requireClasses(t *testing.T, w *writer, e *sock.Entry) {
+func requireClasses(t *testing.T, w *writer, e *lookup.Entry) {
 	t.Helper()
-	var hd Val[sock.Entry]
+	var hd Val[lookup.Entry]
 	var ok bool
 	if inConns(e) {
 		k := connKeyOf(e)

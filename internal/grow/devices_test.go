@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -38,17 +37,17 @@ func TestDevicesAreKeys(t *testing.T) {
 			g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
 			l, err := ipv6.Bind(tc.addr, false, 0, nil)
 			require.NoError(t, err)
-			entry := func(seq int, dev int32) *sock.Entry {
-				sk := new(sock.Socket)
-				e := &sock.Entry{Face: sock.Face{Port: port, Flags: l.Flags | sock.ReuseAddr, V4: l.V4, V6: l.V6,
-					Device: dev, Seq: uint64(seq), Ref: sock.Ref{Sock: sk}}}
+			entry := func(seq int, dev int32) *lookup.Entry {
+				sk := new(lookup.Socket)
+				e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: l.Flags | lookup.ReuseAddr, V4: l.V4, V6: l.V6,
+					Device: dev, Seq: uint64(seq), Ref: lookup.Ref{Sock: sk}}}
 				sk.Cur.Store(e)
 				return e
 			}
 			pr := g.LockPort(port)
 			victim := entry(1, 0)
 			g.Link(pr, victim)
-			byDev := map[int32]*sock.Entry{}
+			byDev := map[int32]*lookup.Entry{}
 			for i := range devices {
 				e := entry(i+2, int32(i+1))
 				inUse, _ := g.InUse(pr, e)
@@ -85,7 +84,7 @@ func TestDevicesAreKeys(t *testing.T) {
 			}
 			for _, c := range []struct {
 				ifindex int
-				want    *sock.Entry
+				want    *lookup.Entry
 			}{{7, byDev[7]}, {devices, byDev[devices]}, {devices + 1, victim}, {0, victim}} {
 				var q lookup.Query
 				require.True(t, q.Init(src, dst, c.ifindex))
@@ -113,7 +112,7 @@ func TestDevicesAreKeys(t *testing.T) {
 				want bool
 			}{{7, true}, {devices + 1, false}, {0, true}} {
 				n := entry(0, c.dev)
-				n.Flags &^= sock.ReuseAddr
+				n.Flags &^= lookup.ReuseAddr
 				inUse, indexed := g.InUse(pr, n)
 				assert.True(t, indexed)
 				assert.Equal(t, c.want, inUse, "device %d", c.dev)

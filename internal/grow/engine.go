@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Strategy thresholds: how many sockets a port may hold before lookups and
@@ -27,14 +27,14 @@ const hybridSummaryMin = 64
 // key: a lookup reads the key of the datagram's interface and the key of
 // no device, and never the others.
 type addrKey struct {
-	addr sock.Addr16
+	addr lookup.Addr16
 	port uint16
 	dev  int32
 }
 
 // connKey keys the 4-tuple index.
 type connKey struct {
-	local, remote sock.Addr16
+	local, remote lookup.Addr16
 	lport, rport  uint16
 }
 
@@ -42,25 +42,25 @@ type connKey struct {
 // under k: whether k is e's key. Field by field, cheapest first, so that
 // a mismatch is found before the costlier fields are read: rebuilding the
 // whole key and comparing it made connected lookups measurably slower.
-func addrIs(e *sock.Entry, k addrKey) bool {
-	return e.Port == k.port && e.Device == k.dev && sock.KeyOf(e.Flags, e.V4, e.V6) == k.addr
+func addrIs(e *lookup.Entry, k addrKey) bool {
+	return e.Port == k.port && e.Device == k.dev && lookup.KeyOf(e.Flags, e.V4, e.V6) == k.addr
 }
 
 // connIs reports whether e, the first head of a key of conns, is stored
 // under k.
-func connIs(e *sock.Entry, k connKey) bool {
+func connIs(e *lookup.Entry, k connKey) bool {
 	return e.Port == k.lport && e.RemotePort == k.rport && e.Remote == k.remote &&
-		sock.KeyOf(e.Flags, e.V4, e.V6) == k.local
+		lookup.KeyOf(e.Flags, e.V4, e.V6) == k.local
 }
 
 // addrKeyOf and connKeyOf return the key e is stored under, for Verify's
 // reports.
-func addrKeyOf(e *sock.Entry) addrKey {
-	return addrKey{sock.KeyOf(e.Flags, e.V4, e.V6), e.Port, e.Device}
+func addrKeyOf(e *lookup.Entry) addrKey {
+	return addrKey{lookup.KeyOf(e.Flags, e.V4, e.V6), e.Port, e.Device}
 }
 
-func connKeyOf(e *sock.Entry) connKey {
-	return connKey{local: sock.KeyOf(e.Flags, e.V4, e.V6), remote: e.Remote, lport: e.Port, rport: e.RemotePort}
+func connKeyOf(e *lookup.Entry) connKey {
+	return connKey{local: lookup.KeyOf(e.Flags, e.V4, e.V6), remote: e.Remote, lport: e.Port, rport: e.RemotePort}
 }
 
 // heads is the newest entry of each class of one key: First, and the
@@ -68,7 +68,7 @@ func connKeyOf(e *sock.Entry) connKey {
 // keeps a key's First in a position of a cache line that a lookup reads
 // before the entry itself (index.go), so that a lookup costs that
 // line and the entry, whose first line holds what it scores.
-type heads Val[sock.Entry]
+type heads Val[lookup.Entry]
 
 // portSlot is what a lookup reads of a port: its chain and the filter of
 // its connected entries' peers. Slots live in pages of 256 ports, made when a port of
@@ -81,7 +81,7 @@ type portSlot struct {
 	// Seq counts moves of entries between indexes. It is marked while
 	// two entries of the port share a 4-tuple (Port.shared4), so that a
 	// scan may stop at a 4-tuple match while it is not.
-	list sock.Chain
+	list lookup.Chain
 	// peers filters the sources of datagrams that may have a socket of
 	// the port in the 4-tuple index; nil until the first one enters it.
 	peers atomic.Pointer[peerFilter]
@@ -123,7 +123,7 @@ type Port struct {
 	// kept while it holds one. Most ports never have one, and a record
 	// with the summary inline took 208 bytes, where it takes 48.
 	cc     *bind.Summary
-	groups map[groupKey]*sock.Group // guarded by mu
+	groups map[groupKey]*lookup.Group // guarded by mu
 }
 
 // Engine is the growing storage. Its methods that take a *Port expect it
@@ -132,8 +132,8 @@ type Engine struct {
 	pages [256]atomic.Pointer[page]
 	nport atomic.Int64 // ports with a record
 	npage atomic.Int64 // pages made
-	addrs *Map[addrKey, sock.Entry]
-	conns *Map[connKey, sock.Entry]
+	addrs *Map[addrKey, lookup.Entry]
+	conns *Map[connKey, lookup.Entry]
 
 	// Secret words of the indexes' hashes: seed seeds the XXH64s; the
 	// odd mulA and mulC finish the IPv6 address and IPv6 4-tuple hashes,
@@ -230,16 +230,16 @@ func fold(a, b uint64) uint64 {
 }
 
 // addrHashOf and connHashOf return the hash of e's key in addrs and conns.
-func (g *Engine) addrHashOf(e *sock.Entry) uint64 {
+func (g *Engine) addrHashOf(e *lookup.Entry) uint64 {
 	return g.addrHash(addrKeyOf(e))
 }
 
-func (g *Engine) connHashOf(e *sock.Entry) uint64 {
+func (g *Engine) connHashOf(e *lookup.Entry) uint64 {
 	k := connKeyOf(e)
 	return g.connHash(&k)
 }
 
-func (g *Engine) hashAddr(a sock.Addr16) uint64 { return a.Hash(g.seed) }
+func (g *Engine) hashAddr(a lookup.Addr16) uint64 { return a.Hash(g.seed) }
 
 // LockPort returns port p's record, locked, making one if p holds no
 // socket: the start of a write, whose locks the record's Guard checks

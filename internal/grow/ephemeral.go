@@ -2,8 +2,8 @@ package grow
 
 import (
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Ephemeral chooses a port for n and returns its record locked, with
@@ -11,10 +11,10 @@ import (
 // over the engine's occupancy index and random source, each port checked
 // as InUse checks it. One Guard checks the whole search: its draws, and
 // each port it locks and declines.
-func (g *Engine) Ephemeral(n *sock.Entry) *Port {
+func (g *Engine) Ephemeral(n *lookup.Entry) *Port {
 	o := lockorder.Begin()
 	lock := func(p uint16) *Port { return g.lockPort(p, o) }
-	pr, ok := bind.Choose(g.occ, g.rand, o, n, lock, g.release, func(pr *Port, n *sock.Entry) bool {
+	pr, ok := bind.Choose(g.occ, g.rand, o, n, lock, g.release, func(pr *Port, n *lookup.Entry) bool {
 		inUse, _ := g.InUse(pr, n)
 		return !inUse
 	})

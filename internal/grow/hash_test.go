@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestKeyHashesSpread: the hashes of addrs and conns keys that differ in
@@ -20,9 +20,9 @@ func TestKeyHashesSpread(t *testing.T) {
 	const n, lineBits, tagBits = 4096, 10, 7
 	g := New([4]uint64{0x9e3779b97f4a7c15, 0xbf58476d1ce4e5b9, 0x94d049bb133111eb, 0x2545f4914f6cdd1d}, AlwaysIndex, 1, &bind.Occupancy{}, bind.NewRand(nil))
 	g2 := New([4]uint64{0xd6e8feb86659fd93, 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3}, AlwaysIndex, 1, &bind.Occupancy{}, bind.NewRand(nil))
-	v4 := func(i int) sock.Addr16 { return sock.Map4(10<<24 | uint32(i)) }
-	v6 := func(i int) sock.Addr16 { return sock.Addr16{Hi: 0x2001_0db8 << 32, Lo: uint64(i)} }
-	conn := func(local, remote sock.Addr16, lport, rport int) connKey {
+	v4 := func(i int) lookup.Addr16 { return lookup.Map4(10<<24 | uint32(i)) }
+	v6 := func(i int) lookup.Addr16 { return lookup.Addr16{Hi: 0x2001_0db8 << 32, Lo: uint64(i)} }
+	conn := func(local, remote lookup.Addr16, lport, rport int) connKey {
 		return connKey{local: local, remote: remote, lport: uint16(lport), rport: uint16(rport)}
 	}
 	cases := []struct {
@@ -35,7 +35,7 @@ func TestKeyHashesSpread(t *testing.T) {
 		{name: "addrs, ports", addr: func(i int) addrKey { return addrKey{v4(1), uint16(i), 0} }},
 		{name: "addrs, IPv6 addresses", addr: func(i int) addrKey { return addrKey{v6(i), 53, 0} }},
 		{name: "addrs, IPv6 ports", addr: func(i int) addrKey { return addrKey{v6(1), uint16(i), 0} }},
-		{name: "addrs, IPv4 devices", addr: func(i int) addrKey { return addrKey{sock.Wild4, 53, int32(i + 1)} }},
+		{name: "addrs, IPv4 devices", addr: func(i int) addrKey { return addrKey{lookup.Wild4, 53, int32(i + 1)} }},
 		{name: "addrs, IPv6 devices", addr: func(i int) addrKey { return addrKey{v6(1), 53, int32(i + 1)} }},
 		{name: "conns, IPv4 remote addresses", conns: true, conn: func(i int) connKey { return conn(v4(1), v4(i), 443, 40000) }},
 		{name: "conns, IPv4 local addresses", conns: true, conn: func(i int) connKey { return conn(v4(i), v4(1), 443, 40000) }},

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestMain runs the package's tests with the lock order checked, so that
@@ -40,16 +40,16 @@ func newOrderEngine(t *testing.T, checked bool) *orderEngine {
 }
 
 // orderEntry returns a socket's first entry on 10.0.0.a, port p (0: bind(0)).
-func orderEntry(a byte, p uint16, flags uint8) *sock.Entry {
-	sk := new(sock.Socket)
+func orderEntry(a byte, p uint16, flags uint8) *lookup.Entry {
+	sk := new(lookup.Socket)
 	v4 := uint32(10<<24 | uint32(a))
-	e := &sock.Entry{Face: sock.Face{Port: p, Flags: sock.HasV4 | flags, V4: v4, V6: sock.Map4(v4), Ref: sock.Ref{Sock: sk}}}
+	e := &lookup.Entry{Face: lookup.Face{Port: p, Flags: lookup.HasV4 | flags, V4: v4, V6: lookup.Map4(v4), Ref: lookup.Ref{Sock: sk}}}
 	sk.Cur.Store(e)
 	return e
 }
 
 // bind binds e to its port, or with port 0 to one bind(0) chooses.
-func (o *orderEngine) bind(e *sock.Entry) {
+func (o *orderEngine) bind(e *lookup.Entry) {
 	var pr *Port
 	if e.Port == 0 {
 		pr = o.g.Ephemeral(e)
@@ -66,12 +66,12 @@ func (o *orderEngine) bind(e *sock.Entry) {
 }
 
 // connect connects e's socket to 192.0.2.1:i and returns its new entry.
-func (o *orderEngine) connect(e *sock.Entry, i int) *sock.Entry {
+func (o *orderEngine) connect(e *lookup.Entry, i int) *lookup.Entry {
 	pr := o.g.LockPort(e.Port)
 	defer o.g.Unlock(pr)
-	n := &sock.Entry{Face: e.Face, Owner: e.Owner}
-	n.Flags |= sock.Connected | sock.Hash4
-	n.Remote, n.RemotePort = sock.Map4(192<<24|2<<8|1), uint16(i)
+	n := &lookup.Entry{Face: e.Face, Owner: e.Owner}
+	n.Flags |= lookup.Connected | lookup.Hash4
+	n.Remote, n.RemotePort = lookup.Map4(192<<24|2<<8|1), uint16(i)
 	e.Sock().Cur.Store(n)
 	o.g.Replace(pr, e, n)
 	o.occ.Remove(e)
@@ -79,7 +79,7 @@ func (o *orderEngine) connect(e *sock.Entry, i int) *sock.Entry {
 	return n
 }
 
-func (o *orderEngine) close(e *sock.Entry) {
+func (o *orderEngine) close(e *lookup.Entry) {
 	pr := o.g.LockPort(e.Port)
 	defer o.g.Unlock(pr)
 	o.g.Unlink(pr, e)
@@ -98,9 +98,9 @@ func TestWritesKeepLockOrder(t *testing.T) {
 		run  func(o *orderEngine)
 	}{
 		{"indexes grow and shrink", func(o *orderEngine) {
-			var es []*sock.Entry
+			var es []*lookup.Entry
 			for i := range 200 {
-				e := orderEntry(byte(i), 5300, sock.ReuseAddr)
+				e := orderEntry(byte(i), 5300, lookup.ReuseAddr)
 				o.bind(e)
 				es = append(es, e)
 			}
@@ -109,9 +109,9 @@ func TestWritesKeepLockOrder(t *testing.T) {
 			}
 		}},
 		{"connects move entries", func(o *orderEngine) {
-			var es []*sock.Entry
+			var es []*lookup.Entry
 			for i := range 200 {
-				e := orderEntry(1, 5300, sock.ReuseAddr)
+				e := orderEntry(1, 5300, lookup.ReuseAddr)
 				o.bind(e)
 				es = append(es, o.connect(e, 1000+i))
 			}

@@ -3,13 +3,12 @@ package grow
 import (
 	"runtime"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Lookup returns the Ref of the socket that receives the unicast datagram
 // q, and the path it took. It takes no lock and does not allocate.
-func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
+func (g *Engine) Lookup(q *lookup.Query) (*lookup.Ref, lookup.Path) {
 	slot := g.port(q.DstPort)
 	if slot == nil {
 		return nil, lookup.Primary
@@ -30,7 +29,7 @@ func (g *Engine) Lookup(q *lookup.Query) (*sock.Ref, lookup.Path) {
 // inside the sequence count, before it publishes the entry that shares
 // the 4-tuple; so a scan that read no mark and stopped at such an entry
 // sees the count changed, and scans the whole chain again.
-func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) *sock.Face {
+func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) *lookup.Face {
 	b := lookup.NewBest()
 	if shared || seq&1 != 0 {
 		b.ScanPrimary(slot.list.First(), q)
@@ -45,21 +44,21 @@ func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) 
 
 // finish hands a winner in an SO_REUSEPORT group to its flow's member, and
 // tries the 127.0.0.6 fallback when nothing matched.
-func (g *Engine) finish(slot *portSlot, e *sock.Face, q *lookup.Query) *sock.Ref {
+func (g *Engine) finish(slot *portSlot, e *lookup.Face, q *lookup.Query) *lookup.Ref {
 	if e == nil {
 		if lookup.ToPlaceholder(q) {
 			return lookup.PlaceholderFallback(slot.list.First(), q)
 		}
 		return nil
 	}
-	return lookup.ReusePort(g.flowSeed, e, q)
+	return lookup.Receiver(g.flowSeed, e, q)
 }
 
 // indexed searches the indexes for q. A move on the port that began or
 // ended meanwhile may have hidden the answer, so it searches again, up to
-// sock.ReadTries times, and then once under the port's lock.
-func (g *Engine) indexed(slot *portSlot, q *lookup.Query) *sock.Face {
-	for range sock.ReadTries {
+// lookup.ReadTries times, and then once under the port's lock.
+func (g *Engine) indexed(slot *portSlot, q *lookup.Query) *lookup.Face {
+	for range lookup.ReadTries {
 		seq, ok := slot.list.Seq.TryRead()
 		if !ok {
 			continue
@@ -74,7 +73,7 @@ func (g *Engine) indexed(slot *portSlot, q *lookup.Query) *sock.Face {
 // searchLocked is search under the lock of q's port, which keeps every
 // move out of it: the answer of a reader that moves kept from finishing
 // otherwise. The lock is released before the caller runs a selector.
-func (g *Engine) searchLocked(slot *portSlot, q *lookup.Query) *sock.Face {
+func (g *Engine) searchLocked(slot *portSlot, q *lookup.Query) *lookup.Face {
 	pr := g.LockPort(q.DstPort)
 	e := g.search(slot, q)
 	g.unlockRead(pr)
@@ -97,7 +96,7 @@ func (g *Engine) unlockRead(pr *Port) {
 
 // search is one search of the indexes for q, which a move on the port
 // may spoil: the caller checks the port's sequence count around it.
-func (g *Engine) search(slot *portSlot, q *lookup.Query) *sock.Face {
+func (g *Engine) search(slot *portSlot, q *lookup.Query) *lookup.Face {
 	b := lookup.NewBest()
 	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
@@ -119,10 +118,10 @@ func (g *Engine) search(slot *portSlot, q *lookup.Query) *sock.Face {
 	if dev != 0 {
 		g.offerKey(&b, addrKey{q.Dst, q.DstPort, dev}, q)
 	}
-	if !b.Exact() && q.Dst != sock.Wild4 {
-		g.offerKey(&b, addrKey{sock.Wild4, q.DstPort, 0}, q)
+	if !b.Exact() && q.Dst != lookup.Wild4 {
+		g.offerKey(&b, addrKey{lookup.Wild4, q.DstPort, 0}, q)
 		if dev != 0 {
-			g.offerKey(&b, addrKey{sock.Wild4, q.DstPort, dev}, q)
+			g.offerKey(&b, addrKey{lookup.Wild4, q.DstPort, dev}, q)
 		}
 	}
 	return b.E
@@ -148,7 +147,7 @@ func (g *Engine) offerKey(b *lookup.Best, k addrKey, q *lookup.Query) {
 }
 
 // offer scores the head of each class of a key.
-func offer(b *lookup.Best, hd Val[sock.Entry], q *lookup.Query) {
+func offer(b *lookup.Best, hd Val[lookup.Entry], q *lookup.Query) {
 	b.Offer(&hd.First.Face, q)
 	if hd.Rest != nil {
 		for _, e := range *hd.Rest {
@@ -159,14 +158,14 @@ func offer(b *lookup.Best, hd Val[sock.Entry], q *lookup.Query) {
 
 // Multicast appends every entry that receives the multicast or broadcast
 // datagram q to rs, each once, from a consistent view.
-func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lookup.Path) {
+func (g *Engine) Multicast(q *lookup.Query, rs []*lookup.Entry) ([]*lookup.Entry, lookup.Path) {
 	slot := g.port(q.DstPort)
 	if slot == nil {
 		return rs, lookup.Primary
 	}
 	if slot.list.Len() <= g.threshold {
 		for n := slot.list.First(); n != nil; n = n.Next.Load() {
-			if e := sock.OfPrimary(n); lookup.Matches(e, q) {
+			if e := lookup.OfPrimary(n); lookup.Matches(e, q) {
 				rs = append(rs, e)
 			}
 		}
@@ -174,9 +173,9 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 	}
 	base := len(rs)
 	// A move that began or ended meanwhile may have shown a receiver
-	// twice or not at all: search again, up to sock.ReadTries times, and
+	// twice or not at all: search again, up to lookup.ReadTries times, and
 	// then once under the port's lock.
-	for range sock.ReadTries {
+	for range lookup.ReadTries {
 		rs = rs[:base]
 		seq, ok := slot.list.Seq.TryRead()
 		if !ok {
@@ -192,7 +191,7 @@ func (g *Engine) Multicast(q *lookup.Query, rs []*sock.Entry) ([]*sock.Entry, lo
 
 // multicastLocked is multicast under the lock of q's port, as
 // searchLocked is search. The caller yields the receivers after.
-func (g *Engine) multicastLocked(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+func (g *Engine) multicastLocked(slot *portSlot, q *lookup.Query, rs []*lookup.Entry) []*lookup.Entry {
 	pr := g.LockPort(q.DstPort)
 	rs = g.multicast(slot, q, rs)
 	g.unlockRead(pr)
@@ -201,7 +200,7 @@ func (g *Engine) multicastLocked(slot *portSlot, q *lookup.Query, rs []*sock.Ent
 
 // multicast appends the receivers of q that the indexes hold to rs, in
 // one search that a move on the port may spoil.
-func (g *Engine) multicast(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []*sock.Entry {
+func (g *Engine) multicast(slot *portSlot, q *lookup.Query, rs []*lookup.Entry) []*lookup.Entry {
 	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd, ok := g.getConn(k); ok {
@@ -213,10 +212,10 @@ func (g *Engine) multicast(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []
 	if dev != 0 {
 		rs = g.membersOf(rs, addrKey{q.Dst, q.DstPort, dev}, q)
 	}
-	if q.Dst != sock.Wild4 {
-		rs = g.membersOf(rs, addrKey{sock.Wild4, q.DstPort, 0}, q)
+	if q.Dst != lookup.Wild4 {
+		rs = g.membersOf(rs, addrKey{lookup.Wild4, q.DstPort, 0}, q)
 		if dev != 0 {
-			rs = g.membersOf(rs, addrKey{sock.Wild4, q.DstPort, dev}, q)
+			rs = g.membersOf(rs, addrKey{lookup.Wild4, q.DstPort, dev}, q)
 		}
 	}
 	return rs
@@ -224,7 +223,7 @@ func (g *Engine) multicast(slot *portSlot, q *lookup.Query, rs []*sock.Entry) []
 
 // membersOf appends the members of k's classes that match q, if addrs
 // holds k.
-func (g *Engine) membersOf(rs []*sock.Entry, k addrKey, q *lookup.Query) []*sock.Entry {
+func (g *Engine) membersOf(rs []*lookup.Entry, k addrKey, q *lookup.Query) []*lookup.Entry {
 	if hd, ok := g.getAddr(k); ok {
 		rs = members(rs, heads(hd), q)
 	}
@@ -232,13 +231,13 @@ func (g *Engine) membersOf(rs []*sock.Entry, k addrKey, q *lookup.Query) []*sock
 }
 
 // members appends every member of the classes of hd that matches q.
-func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
+func members(rs []*lookup.Entry, hd heads, q *lookup.Query) []*lookup.Entry {
 	for i := range hd.len() {
 		if !lookup.Matches(hd.at(i), q) {
 			continue // a class matches or not as a whole
 		}
 		for n := &hd.at(i).N2; n != nil; n = n.Next.Load() {
-			rs = append(rs, sock.OfSecondary(n))
+			rs = append(rs, lookup.OfSecondary(n))
 		}
 	}
 	return rs
@@ -246,12 +245,12 @@ func members(rs []*sock.Entry, hd heads, q *lookup.Query) []*sock.Entry {
 
 // getConn returns the heads of k in conns, checking the keys of its
 // line's positions inline.
-func (g *Engine) getConn(k connKey) (Val[sock.Entry], bool) {
+func (g *Engine) getConn(k connKey) (Val[lookup.Entry], bool) {
 	h := g.connHash(&k)
 	p := g.conns.Probe(h)
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && connIs(e, k) {
-			return Val[sock.Entry]{First: e}, true
+			return Val[lookup.Entry]{First: e}, true
 		}
 	}
 	return p.Chained(h, k)
@@ -261,12 +260,12 @@ func (g *Engine) getConn(k connKey) (Val[sock.Entry], bool) {
 // two are written out, not one generic function given the key check:
 // that function's body is over Go's inlining budget, so the check would be
 // an indirect call again.
-func (g *Engine) getAddr(k addrKey) (Val[sock.Entry], bool) {
+func (g *Engine) getAddr(k addrKey) (Val[lookup.Entry], bool) {
 	h := g.addrHash(k)
 	p := g.addrs.Probe(h)
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && addrIs(e, k) {
-			return Val[sock.Entry]{First: e}, true
+			return Val[lookup.Entry]{First: e}, true
 		}
 	}
 	return p.Chained(h, k)

@@ -3,8 +3,6 @@ package grow
 import (
 	"net/netip"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
-	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -15,7 +13,7 @@ import (
 // and does not allocate. (demux's Lookup cannot build the Tuple4 itself,
 // inline: an instantiated generic function inlines no function of a
 // package that its instantiating package does not import.)
-func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) (*sock.Ref, lookup.Path, bool) {
+func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) (*lookup.Ref, lookup.Path, bool) {
 	d4, dport := lookup.V4(dst.Addr()), dst.Port()
 	if d4 == 0 || dport == 0 {
 		return nil, lookup.Primary, false
@@ -38,7 +36,7 @@ func (g *Engine) Lookup4(src, dst netip.AddrPort, ifindex int, q *lookup.Query) 
 // reads two neighbouring fields of a Tuple4 as one word, a load that the
 // two smaller stores just made to them cannot forward to, and a known
 // peer's lookup stalled on it.
-func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *lookup.Query) (*sock.Ref, lookup.Path) {
+func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *lookup.Query) (*lookup.Ref, lookup.Path) {
 	slot := g.port(dport)
 	if slot == nil {
 		return nil, lookup.Primary
@@ -49,7 +47,7 @@ func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *looku
 		return g.finish(slot, g.scan(slot, q, seq, shared), q), lookup.Primary
 	}
 	general := false
-	rem := sock.Map4(s4)
+	rem := lookup.Map4(s4)
 	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(rem, sport)) {
 		// A known peer's datagram, the common case on a port that has
 		// connected sockets, is settled here with no further call. As
@@ -61,15 +59,15 @@ func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *looku
 		// class. Any other match is the general search's.
 		h := g.connHash4(d4, s4, dport, sport)
 		p := g.conns.Probe(h)
-		hd, ok := Val[sock.Entry]{}, false
+		hd, ok := Val[lookup.Entry]{}, false
 		for b := p.Tagged(); b != 0; b &= b - 1 {
 			if e := p.At(b); e != nil && e.Port == dport && e.RemotePort == sport && e.Remote == rem && keyIs4(e, d4) {
-				hd, ok = Val[sock.Entry]{First: e}, true
+				hd, ok = Val[lookup.Entry]{First: e}, true
 				break
 			}
 		}
 		if !ok {
-			hd, ok = p.Chained(h, connKey{local: sock.Map4(d4), remote: rem, lport: dport, rport: sport})
+			hd, ok = p.Chained(h, connKey{local: lookup.Map4(d4), remote: rem, lport: dport, rport: sport})
 		}
 		if ok && hd.Rest == nil && lookup.ExactTo(&hd.First.Face, d4, dev) {
 			return &hd.First.Ref, lookup.Secondary
@@ -83,7 +81,7 @@ func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *looku
 		dk := g.devKeyOf(slot, dev)
 		absent := false
 		if dk == 0 {
-			var e *sock.Entry
+			var e *lookup.Entry
 			if e, absent = g.exact4(slot, d4, dport, seq); e != nil {
 				return &e.Ref, lookup.Secondary
 			}
@@ -97,7 +95,7 @@ func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *looku
 			if e != nil && e.Group == nil {
 				return &e.Ref, lookup.Secondary
 			}
-			if e == nil && d4 != ipv6.Placeholder4 {
+			if e == nil && d4 != lookup.Placeholder4 {
 				return nil, lookup.Secondary
 			}
 			q.Set4(s4, d4, sport, dport, dev)
@@ -122,7 +120,7 @@ func (g *Engine) lookup4(s4, d4 uint32, sport, dport uint16, dev int32, q *looku
 // between one lookup's loads and the next one's, the processor overlaps
 // more of their cache misses than search4's calls let it (the runner's
 // scale-default scenario compares).
-func (g *Engine) exact4(slot *portSlot, d4 uint32, dport uint16, seq uint32) (e *sock.Entry, absent bool) {
+func (g *Engine) exact4(slot *portSlot, d4 uint32, dport uint16, seq uint32) (e *lookup.Entry, absent bool) {
 	if seq&1 != 0 {
 		return nil, false
 	}
@@ -138,13 +136,13 @@ func (g *Engine) exact4(slot *portSlot, d4 uint32, dport uint16, seq uint32) (e 
 		// and unconnected (a connected one would have to be the
 		// datagram's peer's: none is stored under an address's key
 		// today).
-		if e.Flags&sock.Connected == 0 && lookup.ExactTo(&e.Face, d4, 0) && e.Group == nil &&
+		if e.Flags&lookup.Connected == 0 && lookup.ExactTo(&e.Face, d4, 0) && e.Group == nil &&
 			!slot.list.Seq.Changed(seq) {
 			return e, false
 		}
 		return nil, false
 	}
-	_, ok := p.Chained(h, addrKey{sock.Map4(d4), dport, 0})
+	_, ok := p.Chained(h, addrKey{lookup.Map4(d4), dport, 0})
 	return nil, !ok
 }
 
@@ -159,12 +157,12 @@ func (g *Engine) exact4(slot *portSlot, d4 uint32, dport uint16, seq uint32) (e 
 // absent, given only with dev 0, says that exact4 found the
 // destination's key of no device in neither place after seq was read,
 // which search4 then does not read again.
-func (g *Engine) search4(slot *portSlot, t *lookup.Tuple4, seq uint32, dev int32, absent bool) (*sock.Face, bool) {
+func (g *Engine) search4(slot *portSlot, t *lookup.Tuple4, seq uint32, dev int32, absent bool) (*lookup.Face, bool) {
 	if seq&1 != 0 {
 		return nil, false
 	}
-	var e *sock.Face
-	hd, ok, one := Val[sock.Entry]{}, false, true
+	var e *lookup.Face
+	hd, ok, one := Val[lookup.Entry]{}, false, true
 	if !absent {
 		hd, ok, one = g.getAddrs4(t.Dst, t.DstPort, dev)
 	}
@@ -204,12 +202,12 @@ func (g *Engine) search4(slot *portSlot, t *lookup.Tuple4, seq uint32, dev int32
 // wildcard) and port, of no device, or, if dev is not 0, of that key
 // keyed by dev, for search4: it reports one false when both keys are
 // held, a case search4 leaves to the general search.
-func (g *Engine) getAddrs4(v4 uint32, port uint16, dev int32) (hd Val[sock.Entry], ok, one bool) {
+func (g *Engine) getAddrs4(v4 uint32, port uint16, dev int32) (hd Val[lookup.Entry], ok, one bool) {
 	hd, ok = g.getAddr4(v4, port)
 	if dev == 0 {
 		return hd, ok, true
 	}
-	hdd, okd := g.getAddr(addrKey{sock.Map4(v4), port, dev})
+	hdd, okd := g.getAddr(addrKey{lookup.Map4(v4), port, dev})
 	if !okd {
 		return hd, ok, true
 	}
@@ -217,25 +215,25 @@ func (g *Engine) getAddrs4(v4 uint32, port uint16, dev int32) (hd Val[sock.Entry
 }
 
 // keyIs4 reports whether e's local key is the IPv4 address v4.
-func keyIs4(e *sock.Entry, v4 uint32) bool {
-	if e.Flags&sock.Is6 == 0 {
+func keyIs4(e *lookup.Entry, v4 uint32) bool {
+	if e.Flags&lookup.Is6 == 0 {
 		return e.V4 == v4
 	}
-	if e.V6 == sock.Wild6 {
+	if e.V6 == lookup.Wild6 {
 		return v4 == 0
 	}
-	return e.V6 == sock.Map4(v4)
+	return e.V6 == lookup.Map4(v4)
 }
 
 // getAddr4 is getAddr of the key of the IPv4 address v4 (0: the
 // wildcard) and port, of no device.
-func (g *Engine) getAddr4(v4 uint32, port uint16) (Val[sock.Entry], bool) {
+func (g *Engine) getAddr4(v4 uint32, port uint16) (Val[lookup.Entry], bool) {
 	h := g.addrHash4(v4, port)
 	p := g.addrs.Probe(h)
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && e.Port == port && e.Device == 0 && keyIs4(e, v4) {
-			return Val[sock.Entry]{First: e}, true
+			return Val[lookup.Entry]{First: e}, true
 		}
 	}
-	return p.Chained(h, addrKey{sock.Map4(v4), port, 0})
+	return p.Chained(h, addrKey{lookup.Map4(v4), port, 0})
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
-	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -143,7 +141,7 @@ func TestLookup4MatchesLookup(t *testing.T) {
 
 // tally counts in met what answered a lookup to dst: the path, and the
 // kind of socket.
-func tally(met map[string]int, s *sock.Socket, p lookup.Path, dst netip.AddrPort) {
+func tally(met map[string]int, s *lookup.Socket, p lookup.Path, dst netip.AddrPort) {
 	if p == lookup.Secondary {
 		met["secondary"]++
 	}
@@ -151,16 +149,16 @@ func tally(met map[string]int, s *sock.Socket, p lookup.Path, dst netip.AddrPort
 		return
 	}
 	e := s.Cur.Load()
-	if e.Has(sock.Connected) {
+	if e.Has(lookup.Connected) {
 		met["connected"]++
 	}
 	if e.Group != nil && e.Group.Len() > 1 {
 		met["group"]++
 	}
-	if e.Has(sock.Is6|sock.Connected) && e.V4 == ipv6.Placeholder4 && dst.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 6}) {
+	if e.Has(lookup.Is6|lookup.Connected) && e.V4 == lookup.Placeholder4 && dst.Addr() == netip.AddrFrom4([4]byte{127, 0, 0, 6}) {
 		met["placeholder"]++
 	}
-	if e.Has(sock.Is6) && e.V6.IsMapped() && e.V6 != sock.Wild4 {
+	if e.Has(lookup.Is6) && e.V6.IsMapped() && e.V6 != lookup.Wild4 {
 		met["mapped"]++
 	}
 }
@@ -217,7 +215,7 @@ func TestLookup4Refuses(t *testing.T) {
 	src := netip.MustParseAddrPort("192.0.2.1:1000")
 	for _, tc := range []struct {
 		dst  string
-		want *sock.Socket
+		want *lookup.Socket
 		ok   bool
 	}{
 		{"0.0.0.0:53", nil, false},

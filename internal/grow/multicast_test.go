@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -46,7 +45,7 @@ func TestMulticastSeesMoveBetweenKeys(t *testing.T) {
 			// The destination's key holds an IPv4 class and a
 			// dual-stack one, and the wildcard's key a class of two:
 			// these and M receive the datagram.
-			receivers := map[*sock.Socket]string{
+			receivers := map[*lookup.Socket]string{
 				w.bind(local, port, bindOpts{}).sk:                                  "IPv4 " + local.String(),
 				w.bind(netip.MustParseAddr("::ffff:10.0.0.1"), port, bindOpts{}).sk: "dual-stack ::ffff:10.0.0.1",
 				w.bind(netip.IPv4Unspecified(), port, bindOpts{}).sk:                "0.0.0.0",
@@ -60,8 +59,8 @@ func TestMulticastSeesMoveBetweenKeys(t *testing.T) {
 
 			moved := 0
 			is := w.g.addrs.is
-			w.g.addrs.is = func(e *sock.Entry, k addrKey) bool {
-				if moved == 0 && k == (addrKey{addr: sock.Map4(lookup.V4(local)), port: port}) {
+			w.g.addrs.is = func(e *lookup.Entry, k addrKey) bool {
+				if moved == 0 && k == (addrKey{addr: lookup.Map4(lookup.V4(local)), port: port}) {
 					moved++
 					if tc.connected {
 						w.disconnect(m)

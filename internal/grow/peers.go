@@ -4,7 +4,7 @@ import (
 	"math/bits"
 	"sync/atomic"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Sizes of a port's peer filter.
@@ -80,7 +80,7 @@ func (f *peerFilter) size() int { return len(f.bits) * 64 }
 // filter. Its multiplier is secret: an outsider who aims sources at set
 // bits only makes them probe the index, as every lookup did without the
 // filter.
-func (g *Engine) peerHash(a sock.Addr16, port uint16) uint64 {
+func (g *Engine) peerHash(a lookup.Addr16, port uint16) uint64 {
 	return (a.Lo ^ bits.RotateLeft64(a.Hi, 31) ^ uint64(port)<<48) * g.mulC
 }
 
@@ -150,20 +150,20 @@ type filterKind struct {
 	// of returns the filter's place in a port's slot.
 	of func(*portSlot) *atomic.Pointer[peerFilter]
 	// hash returns the hash of what an entry counts in the filter.
-	hash func(*Engine, *sock.Entry) uint64
+	hash func(*Engine, *lookup.Entry) uint64
 	// in reports whether an entry is counted in the filter.
-	in func(*sock.Entry) bool
+	in func(*lookup.Entry) bool
 }
 
 var (
 	peerKind = filterKind{
 		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.peers },
-		hash: func(g *Engine, e *sock.Entry) uint64 { return g.peerHash(e.Remote, e.RemotePort) },
+		hash: func(g *Engine, e *lookup.Entry) uint64 { return g.peerHash(e.Remote, e.RemotePort) },
 		in:   inConns,
 	}
 	deviceKind = filterKind{
 		of:   func(s *portSlot) *atomic.Pointer[peerFilter] { return &s.devs },
-		hash: func(g *Engine, e *sock.Entry) uint64 { return g.devHash(e.Device) },
+		hash: func(g *Engine, e *lookup.Entry) uint64 { return g.devHash(e.Device) },
 		in:   byDevice,
 	}
 )
@@ -174,7 +174,7 @@ func (g *Engine) devHash(dev int32) uint64 { return fold(uint64(uint32(dev))^g.s
 
 // add counts in pr's filter of kind k what e, an entry about to be
 // published, needs there; the caller holds pr's lock.
-func (k filterKind) add(g *Engine, pr *Port, e *sock.Entry) {
+func (k filterKind) add(g *Engine, pr *Port, e *lookup.Entry) {
 	at := k.of(pr.s)
 	f := at.Load()
 	if f == nil {
@@ -191,7 +191,7 @@ func (k filterKind) add(g *Engine, pr *Port, e *sock.Entry) {
 // drop uncounts in pr's filter of kind k what e needed there, once e has
 // left its index and pr's chain, clearing its bit if no other entry needs
 // it. The caller holds pr's lock.
-func (k filterKind) drop(g *Engine, pr *Port, e *sock.Entry) {
+func (k filterKind) drop(g *Engine, pr *Port, e *lookup.Entry) {
 	f := k.of(pr.s).Load()
 	if n := f.n - 1; f.size() > minPeerBits && n*maxBitsPerPeer < f.size() && g.rebuildable(pr, n) {
 		k.rebuild(g, pr, f.size()/4, nil)
@@ -209,10 +209,10 @@ func (g *Engine) rebuildable(pr *Port, n int) bool {
 // rebuild publishes a filter of kind k of size bits that counts the
 // entries of pr's chain that k counts, and e if e is not nil (an entry
 // about to be published).
-func (k filterKind) rebuild(g *Engine, pr *Port, size int, e *sock.Entry) {
+func (k filterKind) rebuild(g *Engine, pr *Port, size int, e *lookup.Entry) {
 	f := newPeerFilter(max(size, minPeerBits))
 	for n := pr.s.list.First(); n != nil; n = n.Next.Load() {
-		if x := sock.OfPrimary(n); k.in(x) {
+		if x := lookup.OfPrimary(n); k.in(x) {
 			f.add(k.hash(g, x))
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // peerPort holds a port's sockets for the peer filter tests: unconnected
@@ -35,10 +35,10 @@ func newPeerPort(t *testing.T) *peerPort {
 }
 
 // bind links an unconnected entry.
-func (p *peerPort) bind() *sock.Entry {
-	sk := new(sock.Socket)
-	e := &sock.Entry{Face: sock.Face{Port: peerTestPort, Flags: sock.HasV4 | sock.ReuseAddr,
-		V4: 10<<24 | 1, V6: sock.Map4(10<<24 | 1), Ref: sock.Ref{Sock: sk}}}
+func (p *peerPort) bind() *lookup.Entry {
+	sk := new(lookup.Socket)
+	e := &lookup.Entry{Face: lookup.Face{Port: peerTestPort, Flags: lookup.HasV4 | lookup.ReuseAddr,
+		V4: 10<<24 | 1, V6: lookup.Map4(10<<24 | 1), Ref: lookup.Ref{Sock: sk}}}
 	sk.Cur.Store(e)
 	p.g.Link(p.pr, e)
 	return e
@@ -46,11 +46,11 @@ func (p *peerPort) bind() *sock.Entry {
 
 // connect links an entry connected to peer i (192.168.0.0/16 plus i, port
 // 5000).
-func (p *peerPort) connect(i int) *sock.Entry {
+func (p *peerPort) connect(i int) *lookup.Entry {
 	old := p.bind()
-	e := &sock.Entry{Face: old.Face}
-	e.Flags |= sock.Connected | sock.Hash4
-	e.Remote, e.RemotePort = sock.Map4(192<<24|168<<16+uint32(i)), 5000
+	e := &lookup.Entry{Face: old.Face}
+	e.Flags |= lookup.Connected | lookup.Hash4
+	e.Remote, e.RemotePort = lookup.Map4(192<<24|168<<16+uint32(i)), 5000
 	old.Sock().Cur.Store(e)
 	p.g.Replace(p.pr, old, e)
 	return e
@@ -71,7 +71,7 @@ func (p *peerPort) turnedAway() float64 {
 	r := rand.New(rand.NewPCG(1, 2))
 	f, clear := p.filter(), 0
 	for range 10000 {
-		if !f.mayHave(p.g.peerHash(sock.Map4(172<<24|r.Uint32N(1<<20)), uint16(r.UintN(65536)))) {
+		if !f.mayHave(p.g.peerHash(lookup.Map4(172<<24|r.Uint32N(1<<20)), uint16(r.UintN(65536)))) {
 			clear++
 		}
 	}
@@ -88,7 +88,7 @@ func TestPeerFilterSizes(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			p := newPeerPort(t)
 			p.bind() // the listener
-			var conns []*sock.Entry
+			var conns []*lookup.Entry
 			for i := range n {
 				conns = append(conns, p.connect(i))
 			}
@@ -140,7 +140,7 @@ func TestPeerFilterRebuildBound(t *testing.T) {
 func TestPeerFilterStuckCount(t *testing.T) {
 	p := newPeerPort(t)
 	p.bind() // the listener
-	var conns []*sock.Entry
+	var conns []*lookup.Entry
 	for range 300 {
 		conns = append(conns, p.connect(0))
 	}
@@ -279,7 +279,7 @@ func TestPeerFilterResizeUnderLookups(t *testing.T) {
 	}
 	w := newWriter(t, 10, 5)
 	w.bind(local, 53, bindOpts{})
-	want := make([]*sock.Socket, stable)
+	want := make([]*lookup.Socket, stable)
 	for i := range stable {
 		s := w.bind(local, 53, bindOpts{})
 		require.NoError(t, w.connect(s, peer(i), local))
@@ -312,9 +312,9 @@ func TestPeerFilterResizeUnderLookups(t *testing.T) {
 			done.Add(1)
 		}
 	}()
-	for k, look := range []func(src netip.AddrPort) *sock.Socket{
-		func(src netip.AddrPort) *sock.Socket { s, _ := w.lookup4(src, dst, 1); return s },
-		func(src netip.AddrPort) *sock.Socket { s, _ := w.lookup(src, dst, 1); return s },
+	for k, look := range []func(src netip.AddrPort) *lookup.Socket{
+		func(src netip.AddrPort) *lookup.Socket { s, _ := w.lookup4(src, dst, 1); return s },
+		func(src netip.AddrPort) *lookup.Socket { s, _ := w.lookup(src, dst, 1); return s },
 	} {
 		wg.Add(1)
 		go func() {

@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lockorder"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestKeysTakePositions: the address index keeps the value of a key of
@@ -31,11 +31,11 @@ func TestKeysTakePositions(t *testing.T) {
 	g := New([4]uint64{1, 2, 3, 4}, AlwaysScan, 5, &bind.Occupancy{}, bind.NewRand(nil))
 	pr := g.LockPort(port)
 	defer g.Unlock(pr)
-	entry := func(a, b byte) *sock.Entry {
+	entry := func(a, b byte) *lookup.Entry {
 		v4 := uint32(10)<<24 | uint32(a)<<8 | uint32(b)
-		sk := new(sock.Socket)
-		e := &sock.Entry{Face: sock.Face{Port: port, Flags: sock.HasV4 | sock.ReuseAddr, V4: v4, V6: sock.Map4(v4),
-			Ref: sock.Ref{Sock: sk}}}
+		sk := new(lookup.Socket)
+		e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: lookup.HasV4 | lookup.ReuseAddr, V4: v4, V6: lookup.Map4(v4),
+			Ref: lookup.Ref{Sock: sk}}}
 		sk.Cur.Store(e)
 		return e
 	}
@@ -45,7 +45,7 @@ func TestKeysTakePositions(t *testing.T) {
 	g.Link(pr, first)
 	k := addrKeyOf(first)
 	p := g.addrs.Probe(g.addrHash(k))
-	var at *sock.Entry
+	var at *lookup.Entry
 	for b := p.Tagged(); b != 0; b &= b - 1 {
 		if e := p.At(b); e != nil && addrIs(e, k) {
 			at = e
@@ -59,7 +59,7 @@ func TestKeysTakePositions(t *testing.T) {
 		g.Link(pr, entry(1, byte(i)))
 	}
 	const runs = 1000
-	es := make([]*sock.Entry, runs+1) // AllocsPerRun runs once more first
+	es := make([]*lookup.Entry, runs+1) // AllocsPerRun runs once more first
 	for i := range es {
 		es[i] = entry(byte(2+i>>8), byte(i))
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -37,14 +36,14 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 		sockets int
 		// class makes the i-th socket a class of its own, or leaves it
 		// as it is; the last one, left alone, is the unicast answer.
-		class func(e *sock.Entry, i int)
+		class func(e *lookup.Entry, i int)
 		// search returns what the reader got and what it should have.
-		search func(g *Engine, last *sock.Entry, sockets int) (got, want int)
+		search func(g *Engine, last *lookup.Entry, sockets int) (got, want int)
 	}{
-		{"unicast", 1000, func(e *sock.Entry, i int) {
-			e.Flags |= sock.Connected
-			e.Remote, e.RemotePort = sock.Map4(10<<24|uint32(i)), 4000
-		}, func(g *Engine, last *sock.Entry, _ int) (int, int) {
+		{"unicast", 1000, func(e *lookup.Entry, i int) {
+			e.Flags |= lookup.Connected
+			e.Remote, e.RemotePort = lookup.Map4(10<<24|uint32(i)), 4000
+		}, func(g *Engine, last *lookup.Entry, _ int) (int, int) {
 			q := moveQuery(t, "10.0.0.2:53")
 			r, _ := g.Lookup(q)
 			if r == nil || r.Sock != last.Ref.Sock {
@@ -52,9 +51,9 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			}
 			return 1, 1
 		}},
-		{"multicast", 1000, func(*sock.Entry, int) {}, func(g *Engine, _ *sock.Entry, sockets int) (int, int) {
+		{"multicast", 1000, func(*lookup.Entry, int) {}, func(g *Engine, _ *lookup.Entry, sockets int) (int, int) {
 			rs, _ := g.Multicast(moveQuery(t, "239.1.1.1:53"), nil)
-			seen := map[*sock.Entry]bool{}
+			seen := map[*lookup.Entry]bool{}
 			for _, e := range rs {
 				seen[e] = true
 			}
@@ -67,11 +66,11 @@ func TestSearchBesideEndlessMoves(t *testing.T) {
 			l, err := ipv6.Bind(netip.IPv4Unspecified(), false, 0, nil)
 			require.NoError(t, err)
 			pr := g.LockPort(port)
-			var last *sock.Entry
+			var last *lookup.Entry
 			for i := range tc.sockets + 1 {
-				sk := new(sock.Socket)
-				e := &sock.Entry{Face: sock.Face{Port: port, Flags: l.Flags | sock.ReuseAddr, V4: l.V4, V6: l.V6,
-					Seq: uint64(i + 1), Ref: sock.Ref{Sock: sk}}}
+				sk := new(lookup.Socket)
+				e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: l.Flags | lookup.ReuseAddr, V4: l.V4, V6: l.V6,
+					Seq: uint64(i + 1), Ref: lookup.Ref{Sock: sk}}}
 				if i < tc.sockets {
 					tc.class(e, i)
 				}
@@ -173,22 +172,22 @@ func TestSearchSeesEveryMove(t *testing.T) {
 		name string
 		// away returns the state M moves to from its bound state b,
 		// which the search reads before it reads b's key.
-		away func(t *testing.T, b *sock.Entry) *sock.Entry
+		away func(t *testing.T, b *lookup.Entry) *lookup.Entry
 	}{
 		// A connect with a source address: to the 4-tuple index,
 		// searched first.
-		{"connect", func(t *testing.T, b *sock.Entry) *sock.Entry {
+		{"connect", func(t *testing.T, b *lookup.Entry) *lookup.Entry {
 			l, p, err := ipv6.Connect(ipv6.Local{Flags: b.Flags, V4: b.V4, V6: b.V6}, dev, peer, local, nil)
 			require.NoError(t, err)
-			e := &sock.Entry{Face: b.Face}
-			e.Flags = l.Flags | b.Flags&sock.ReuseAddr | sock.Connected | sock.Hash4
+			e := &lookup.Entry{Face: b.Face}
+			e.Flags = l.Flags | b.Flags&lookup.ReuseAddr | lookup.Connected | lookup.Hash4
 			e.V4, e.V6, e.Remote, e.RemotePort = l.V4, l.V6, p.Addr, p.Port
 			return e
 		}},
 		// SO_BINDTODEVICE to no device: to the wildcard's key of no
 		// device, searched just before the device's.
-		{"drop device", func(_ *testing.T, b *sock.Entry) *sock.Entry {
-			e := &sock.Entry{Face: b.Face}
+		{"drop device", func(_ *testing.T, b *lookup.Entry) *lookup.Entry {
+			e := &lookup.Entry{Face: b.Face}
 			e.Device = 0
 			return e
 		}},
@@ -196,9 +195,9 @@ func TestSearchSeesEveryMove(t *testing.T) {
 		for _, look := range []struct {
 			name string
 			// find returns the socket a lookup of the datagram gives.
-			find func(g *Engine) *sock.Socket
+			find func(g *Engine) *lookup.Socket
 		}{
-			{"Lookup", func(g *Engine) *sock.Socket {
+			{"Lookup", func(g *Engine) *lookup.Socket {
 				var q lookup.Query
 				q.Init(peer, dst, dev)
 				r, _ := g.Lookup(&q)
@@ -206,7 +205,7 @@ func TestSearchSeesEveryMove(t *testing.T) {
 			}},
 			// Lookup4 hands a wildcard key of many classes to the same
 			// search.
-			{"Lookup4", func(g *Engine) *sock.Socket {
+			{"Lookup4", func(g *Engine) *lookup.Socket {
 				var q lookup.Query
 				r, _, _ := g.Lookup4(peer, dst, dev, &q)
 				return sockOf(r)
@@ -226,24 +225,24 @@ func TestSearchSeesEveryMove(t *testing.T) {
 // (setup included) in each of 10 runs under the race detector on a
 // loaded 2-core machine; with it, none saw one in 20 runs.
 func testSearchSeesEveryMove(t *testing.T, port uint16, fillers int, dev int32,
-	away func(*testing.T, *sock.Entry) *sock.Entry, find func(*Engine) *sock.Socket) {
+	away func(*testing.T, *lookup.Entry) *lookup.Entry, find func(*Engine) *lookup.Socket) {
 	const budget = 500 * time.Millisecond
 	r := rand.New(rand.NewPCG(9, 10))
 	g := New([4]uint64{r.Uint64(), r.Uint64(), r.Uint64(), r.Uint64()}, 10, r.Uint64(), &bind.Occupancy{}, bind.NewRand(nil))
-	bound := func(a netip.Addr, seq int) *sock.Entry {
+	bound := func(a netip.Addr, seq int) *lookup.Entry {
 		l, err := ipv6.Bind(a, false, 0, nil)
 		require.NoError(t, err)
-		sk := new(sock.Socket)
-		e := &sock.Entry{Face: sock.Face{Port: port, Flags: l.Flags | sock.ReuseAddr, V4: l.V4, V6: l.V6,
-			Seq: uint64(seq), Ref: sock.Ref{Sock: sk}}}
+		sk := new(lookup.Socket)
+		e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: l.Flags | lookup.ReuseAddr, V4: l.V4, V6: l.V6,
+			Seq: uint64(seq), Ref: lookup.Ref{Sock: sk}}}
 		sk.Cur.Store(e)
 		return e
 	}
 	pr := g.LockPort(port)
 	for i := range fillers {
 		e := bound(netip.IPv4Unspecified(), i+1)
-		e.Flags |= sock.Connected
-		e.Remote, e.RemotePort = sock.Map4(10<<24|uint32(i)), 4000
+		e.Flags |= lookup.Connected
+		e.Remote, e.RemotePort = lookup.Map4(10<<24|uint32(i)), 4000
 		g.Link(pr, e)
 	}
 	rival := bound(netip.IPv6Unspecified(), fillers+1)
@@ -267,8 +266,8 @@ func testSearchSeesEveryMove(t *testing.T, port uint16, fillers int, dev int32,
 	go func() {
 		defer wg.Done()
 		cur := mover
-		move := func(f sock.Face) {
-			e := &sock.Entry{Face: f}
+		move := func(f lookup.Face) {
+			e := &lookup.Entry{Face: f}
 			p := g.LockPort(port)
 			e.Sock().Cur.Store(e) // as demux does, for Verify
 			g.Replace(p, cur, e)
@@ -321,7 +320,7 @@ func testSearchSeesEveryMove(t *testing.T, port uint16, fillers int, dev int32,
 }
 
 // sockOf returns the socket r leads to, nil if r is nil (no socket).
-func sockOf(r *sock.Ref) *sock.Socket {
+func sockOf(r *lookup.Ref) *lookup.Socket {
 	if r == nil {
 		return nil
 	}

@@ -1,6 +1,6 @@
 package grow
 
-import "github.com/udpdemux/udpdemux/internal/sock"
+import "github.com/udpdemux/udpdemux/lookup"
 
 // A scan of a short port chain may stop at the first entry that matches a
 // datagram's 4-tuple as a Hash4 entry, since only another Hash4 entry of
@@ -20,7 +20,7 @@ func (hd heads) many() bool {
 }
 
 // shares reports whether e's key in conns holds more than one entry.
-func (g *Engine) shares(e *sock.Entry) bool {
+func (g *Engine) shares(e *lookup.Entry) bool {
 	k := connKeyOf(e)
 	hd, ok := g.conns.Get(g.connHash(&k), k)
 	return ok && heads(hd).many()
@@ -28,7 +28,7 @@ func (g *Engine) shares(e *sock.Entry) bool {
 
 // insert4 is insert for e on pr's port, counting a key of conns that e
 // makes shared, and marking the chain before e is published there.
-func (g *Engine) insert4(pr *Port, e *sock.Entry) {
+func (g *Engine) insert4(pr *Port, e *lookup.Entry) {
 	before, after := g.insert(pr, e)
 	if inConns(e) && !before && after {
 		pr.shared4++
@@ -38,7 +38,7 @@ func (g *Engine) insert4(pr *Port, e *sock.Entry) {
 
 // remove4 is remove, reporting whether e's key of conns stopped being
 // shared; the caller passes that to unshare once e is off the chain.
-func (g *Engine) remove4(pr *Port, e *sock.Entry) (unshared bool) {
+func (g *Engine) remove4(pr *Port, e *lookup.Entry) (unshared bool) {
 	head := e.N2.Prev == nil
 	before, after := g.remove(pr, e)
 	if !inConns(e) {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -84,7 +83,7 @@ func TestSharedTuple(t *testing.T) {
 				b := w.bind(sharedLocal, sharedPort, bindOpts{})
 				a := w.bind(sharedLocal, sharedPort, bindOpts{})
 				c.run(env{t, w, a, b})
-				want := map[string]*sock.Socket{"A": a.sk, "B": b.sk}[c.want]
+				want := map[string]*lookup.Socket{"A": a.sk, "B": b.sk}[c.want]
 				got, _ := w.lookup(sharedPeer, sharedDst, 1)
 				assert.Same(t, want, got, "Lookup")
 				got, _ = w.lookup4(sharedPeer, sharedDst, 1)
@@ -124,7 +123,7 @@ func TestScanStopsOnlyWhenSafe(t *testing.T) {
 	slot := w.g.port(sharedPort)
 	var q lookup.Query
 	require.True(t, q.Init(sharedPeer, sharedDst, 1))
-	scan := func(seq uint32, shared bool) *sock.Socket {
+	scan := func(seq uint32, shared bool) *lookup.Socket {
 		if e := w.g.scan(slot, &q, seq, shared); e != nil {
 			return e.Ref.Sock
 		}
@@ -158,10 +157,10 @@ func TestSharedTupleRace(t *testing.T) {
 	for _, th := range thresholds {
 		for _, look := range []struct {
 			name string
-			find func(w *writer) *sock.Socket
+			find func(w *writer) *lookup.Socket
 		}{
-			{"Lookup", func(w *writer) *sock.Socket { s, _ := w.lookup(sharedPeer, sharedDst, 1); return s }},
-			{"Lookup4", func(w *writer) *sock.Socket { s, _ := w.lookup4(sharedPeer, sharedDst, 1); return s }},
+			{"Lookup", func(w *writer) *lookup.Socket { s, _ := w.lookup(sharedPeer, sharedDst, 1); return s }},
+			{"Lookup4", func(w *writer) *lookup.Socket { s, _ := w.lookup4(sharedPeer, sharedDst, 1); return s }},
 		} {
 			t.Run(th.name+"/"+look.name, func(t *testing.T) {
 				w := newWriter(t, th.threshold, 3)

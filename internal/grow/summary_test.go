@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // TestReplaceRecountsSummary: a move (Replace) that changes what decides a
@@ -96,11 +96,11 @@ type summaryProbe struct {
 func (p summaryProbe) String() string { return fmt.Sprintf("bind %s on device %d", p.addr, p.device) }
 
 // probeEntry returns the entry of a bind of p without SO_REUSEADDR.
-func probeEntry(t *testing.T, port uint16, p summaryProbe) *sock.Entry {
+func probeEntry(t *testing.T, port uint16, p summaryProbe) *lookup.Entry {
 	l, err := ipv6.Bind(netip.MustParseAddr(p.addr), false, int(p.device), nil)
 	require.NoError(t, err)
-	e := &sock.Entry{Face: sock.Face{Port: port, Flags: l.Flags, V4: l.V4, V6: l.V6, Device: int32(l.Device),
-		Ref: sock.Ref{Sock: new(sock.Socket)}}}
+	e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: l.Flags, V4: l.V4, V6: l.V6, Device: int32(l.Device),
+		Ref: lookup.Ref{Sock: new(lookup.Socket)}}}
 	if e.Device == 0 {
 		e.Device = p.device
 	}
@@ -108,9 +108,9 @@ func probeEntry(t *testing.T, port uint16, p summaryProbe) *sock.Entry {
 }
 
 // scanConflicts is InUse by a scan of every socket on pr's port.
-func scanConflicts(pr *Port, n *sock.Entry) bool {
+func scanConflicts(pr *Port, n *lookup.Entry) bool {
 	for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-		if bind.Conflicts(n, sock.OfPrimary(x)) {
+		if bind.Conflicts(n, lookup.OfPrimary(x)) {
 			return true
 		}
 	}
@@ -123,7 +123,7 @@ func setDevice(w *writer, s *wsock, dev int32) {
 	old := s.sk.Cur.Load()
 	pr := w.g.LockPort(old.Port)
 	defer w.g.Unlock(pr)
-	e := &sock.Entry{Face: old.Face, Owner: old.Owner, Peer4: old.Peer4}
+	e := &lookup.Entry{Face: old.Face, Owner: old.Owner, Peer4: old.Peer4}
 	e.Device = dev
 	w.replace(pr, s, old, e)
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
@@ -57,15 +56,15 @@ func TestClosedEntryKeepsItsNext(t *testing.T) {
 			w.close(socks[tc.stand])
 			w.verify()
 
-			var got []*sock.Socket
+			var got []*lookup.Socket
 			for x := n.Next.Load(); x != nil; x = x.Next.Load() {
-				of := sock.OfPrimary
+				of := lookup.OfPrimary
 				if tc.class {
-					of = sock.OfSecondary
+					of = lookup.OfSecondary
 				}
 				got = append(got, of(x).Ref.Sock)
 			}
-			var want []*sock.Socket
+			var want []*lookup.Socket
 			for _, i := range tc.want {
 				want = append(want, socks[i].sk)
 			}

@@ -5,7 +5,7 @@ import (
 	"math/bits"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // Verify checks the engine's invariants, calling bad for each violation:
@@ -16,8 +16,8 @@ import (
 // summary, groups and count of shared 4-tuples (with its chain's mark)
 // match its entries. Call it when no write is in flight. It returns the
 // entries on the ports' chains.
-func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bool {
-	onPort := map[*sock.Entry]bool{}
+func (g *Engine) Verify(bad func(format string, args ...any)) map[*lookup.Entry]bool {
+	onPort := map[*lookup.Entry]bool{}
 	g.records(bad, func(pr *Port) {
 		p := pr.port
 		if pr.s.list.Seq.Moving() {
@@ -25,12 +25,12 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		}
 		var want bind.Summary
 		var peers []uint64
-		groups := map[groupKey][]*sock.Entry{}
+		groups := map[groupKey][]*lookup.Entry{}
 		tuples := map[connKey]int{}
 		n := 0
 		var devs []uint64
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-			e := sock.OfPrimary(x)
+			e := lookup.OfPrimary(x)
 			n++
 			if byDevice(e) {
 				devs = append(devs, g.devHash(e.Device))
@@ -51,12 +51,12 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 			want.Add(e, 1)
 			if e.Group != nil {
-				if e.Has(sock.Connected) {
+				if e.Has(lookup.Connected) {
 					// Lookup4 takes a 4-tuple match without a flow hash.
 					bad("connected entry %v:%d in an SO_REUSEPORT group", e.LocalAddr(), e.Port)
 				}
 				groups[groupOf(e)] = append(groups[groupOf(e)], e)
-			} else if e.Has(sock.ReusePort) && !e.Has(sock.Connected) {
+			} else if e.Has(lookup.ReusePort) && !e.Has(lookup.Connected) {
 				bad("entry %v:%d has no group", e.LocalAddr(), e.Port)
 			}
 			if !g.inClass(e) {
@@ -115,7 +115,7 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 		for i := range hd.len() {
 			prevSeq := ^uint64(0)
 			for x := &hd.at(i).N2; x != nil; x = x.Next.Load() {
-				e := sock.OfSecondary(x)
+				e := lookup.OfSecondary(x)
 				if !onPort[e] {
 					bad("%s holds %v:%d, which is on no port", what, e.LocalAddr(), e.Port)
 				}
@@ -126,11 +126,11 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 			}
 		}
 	}
-	g.addrs.All(func(v Val[sock.Entry]) bool {
+	g.addrs.All(func(v Val[lookup.Entry]) bool {
 		check(fmt.Sprintf("address index %v", addrKeyOf(v.First)), heads(v))
 		return true
 	})
-	g.conns.All(func(v Val[sock.Entry]) bool {
+	g.conns.All(func(v Val[lookup.Entry]) bool {
 		check(fmt.Sprintf("4-tuple index %v", connKeyOf(v.First)), heads(v))
 		return true
 	})
@@ -138,9 +138,9 @@ func (g *Engine) Verify(bad func(format string, args ...any)) map[*sock.Entry]bo
 }
 
 // inClass reports whether e is in the class chain of its key.
-func (g *Engine) inClass(e *sock.Entry) bool {
+func (g *Engine) inClass(e *lookup.Entry) bool {
 	key := e.Key()
-	var hd Val[sock.Entry]
+	var hd Val[lookup.Entry]
 	var ok bool
 	if inConns(e) {
 		k := connKeyOf(e)
@@ -153,12 +153,12 @@ func (g *Engine) inClass(e *sock.Entry) bool {
 		return false
 	}
 	for i := range heads(hd).len() {
-		var prev *sock.Node
+		var prev *lookup.Node
 		for x := &heads(hd).at(i).N2; x != nil; x = x.Next.Load() {
 			if x.Prev != prev {
 				return false // broken back link
 			}
-			if sock.OfSecondary(x) == e {
+			if lookup.OfSecondary(x) == e {
 				return true
 			}
 			prev = x

@@ -2,7 +2,7 @@ package grow
 
 import (
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
+	"github.com/udpdemux/udpdemux/lookup"
 )
 
 // groupKey says which SO_REUSEPORT group an unconnected ReusePort entry
@@ -10,14 +10,14 @@ import (
 // and owner.
 type groupKey struct {
 	v4    uint32
-	v6    sock.Addr16
+	v6    lookup.Addr16
 	dev   int32
 	owner uint32
 	flags uint8
 }
 
-func groupOf(e *sock.Entry) groupKey {
-	return groupKey{e.V4, e.V6, e.Device, e.Owner, e.Flags & (sock.Is6 | sock.V6Only)}
+func groupOf(e *lookup.Entry) groupKey {
+	return groupKey{e.V4, e.V6, e.Device, e.Owner, e.Flags & (lookup.Is6 | lookup.V6Only)}
 }
 
 // InUse reports whether a socket on pr's port conflicts with n, and
@@ -28,12 +28,12 @@ func groupOf(e *sock.Entry) groupKey {
 // less than the summary's memory (about 20 bytes a socket at IPv4
 // addresses, 56 at IPv6 ones, measured at a million sockets of one class)
 // on the many ports that hold a few.
-func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
+func (g *Engine) InUse(pr *Port, n *lookup.Entry) (inUse, indexed bool) {
 	if pr.cc != nil {
 		return pr.cc.InUse(n), true
 	}
 	for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-		if bind.Conflicts(n, sock.OfPrimary(x)) {
+		if bind.Conflicts(n, lookup.OfPrimary(x)) {
 			return true, false
 		}
 	}
@@ -44,14 +44,14 @@ func (g *Engine) InUse(pr *Port, n *sock.Entry) (inUse, indexed bool) {
 // the port's chain took the change; it makes the summary, from the chain,
 // when the port first holds more than summaryMin sockets, and keeps it
 // while the port holds a socket.
-func (g *Engine) count(pr *Port, e *sock.Entry, d int) {
+func (g *Engine) count(pr *Port, e *lookup.Entry, d int) {
 	switch {
 	case pr.cc != nil:
 		pr.cc.Add(e, d)
 	case pr.s.list.Len() > g.summaryMin:
 		pr.cc = new(bind.Summary)
 		for x := pr.s.list.First(); x != nil; x = x.Next.Load() {
-			pr.cc.Add(sock.OfPrimary(x), 1)
+			pr.cc.Add(lookup.OfPrimary(x), 1)
 		}
 	}
 }
@@ -60,8 +60,8 @@ func (g *Engine) count(pr *Port, e *sock.Entry, d int) {
 // a connected entry is only ever published by Replace, which puts its
 // peer in the port's filter and marks a shared 4-tuple inside the port's
 // sequence count.
-func (g *Engine) Link(pr *Port, e *sock.Entry) {
-	if e.Has(sock.ReusePort) {
+func (g *Engine) Link(pr *Port, e *lookup.Entry) {
+	if e.Has(lookup.ReusePort) {
 		e.Group = g.GroupOf(pr, e)
 		e.Group.Add(e)
 	}
@@ -76,13 +76,13 @@ func (g *Engine) Link(pr *Port, e *sock.Entry) {
 // GroupOf returns the SO_REUSEPORT group on pr's port that the
 // unconnected ReusePort entry e belongs in, making it if there is none;
 // the caller adds e.
-func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
+func (g *Engine) GroupOf(pr *Port, e *lookup.Entry) *lookup.Group {
 	k := groupOf(e)
 	grp := pr.groups[k]
 	if grp == nil {
-		grp = new(sock.Group)
+		grp = new(lookup.Group)
 		if pr.groups == nil {
-			pr.groups = map[groupKey]*sock.Group{}
+			pr.groups = map[groupKey]*lookup.Group{}
 		}
 		pr.groups[k] = grp
 	}
@@ -94,7 +94,7 @@ func (g *Engine) GroupOf(pr *Port, e *sock.Entry) *sock.Group {
 // already be in its group (see GroupOf).
 // e is published in its index before old leaves its own, inside the
 // port's sequence count, so that a lookup searching both notices the move.
-func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
+func (g *Engine) Replace(pr *Port, old, e *lookup.Entry) {
 	pr.s.list.Seq.Begin()
 	// Its peer, or its device, is in its filter before it is published:
 	// a lookup that skips the index must not miss it there.
@@ -126,7 +126,7 @@ func (g *Engine) Replace(pr *Port, old, e *sock.Entry) {
 }
 
 // Unlink removes e: a close.
-func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
+func (g *Engine) Unlink(pr *Port, e *lookup.Entry) {
 	unshared := g.remove4(pr, e)
 	pr.s.list.Remove(&e.N1)
 	g.unshare(pr, unshared)
@@ -141,22 +141,22 @@ func (g *Engine) Unlink(pr *Port, e *sock.Entry) {
 	g.count(pr, e, -1)
 }
 
-func (g *Engine) leave(pr *Port, e *sock.Entry) {
+func (g *Engine) leave(pr *Port, e *lookup.Entry) {
 	if e.Group.Remove(e) == 0 {
 		delete(pr.groups, groupOf(e))
 	}
 }
 
 // classFlags are the flags a datagram's score depends on.
-const classFlags = sock.Is6 | sock.V6Only | sock.HasV4 | sock.HasV6 | sock.Connected | sock.Hash4
+const classFlags = lookup.Is6 | lookup.V6Only | lookup.HasV4 | lookup.HasV6 | lookup.Connected | lookup.Hash4
 
 // sameClass reports whether every datagram scores a and b alike.
-func sameClass(a, b *sock.Entry) bool {
+func sameClass(a, b *lookup.Entry) bool {
 	return a.Flags&classFlags == b.Flags&classFlags && a.V4 == b.V4 && a.V6 == b.V6 &&
 		a.Device == b.Device && a.Remote == b.Remote && a.RemotePort == b.RemotePort
 }
 
-func (hd heads) at(i int) *sock.Entry {
+func (hd heads) at(i int) *lookup.Entry {
 	if i == 0 {
 		return hd.First
 	}
@@ -176,14 +176,14 @@ func (hd heads) len() int {
 // with returns hd with the head of class i set to e (a new class if i is
 // hd.len()), or removed if e is nil; the rest slice is copied, never
 // changed in place, since lookups read it.
-func (hd heads) with(i int, e *sock.Entry) heads {
+func (hd heads) with(i int, e *lookup.Entry) heads {
 	if hd.Rest == nil && (i == 0 || e == nil) {
 		// A key of one class, or none, stays so: no slice to build,
 		// which spares most binds and closes an allocation.
 		return heads{First: e}
 	}
 	n := hd.len()
-	all := make([]*sock.Entry, 0, n+1)
+	all := make([]*lookup.Entry, 0, n+1)
 	for j := range n {
 		all = append(all, hd.at(j))
 	}
@@ -210,18 +210,18 @@ func (hd heads) with(i int, e *sock.Entry) heads {
 // an address. A socket that connected without a source address (routing
 // found none) keeps its wildcard, and lookups find it in the address
 // index under the wildcard, where its score checks the peer.
-func inConns(e *sock.Entry) bool { return e.Has(sock.Connected) && !e.IsWild() }
+func inConns(e *lookup.Entry) bool { return e.Has(lookup.Connected) && !e.IsWild() }
 
 // update runs f on e's key in its index (conns if inConns, else addrs),
 // and reports whether the key held more than one entry before and after.
 // pr is e's port, locked.
-func (g *Engine) update(pr *Port, e *sock.Entry, f func(heads) heads) (before, after bool) {
+func (g *Engine) update(pr *Port, e *lookup.Entry, f func(heads) heads) (before, after bool) {
 	key := e.Key()
-	apply := func(old Val[sock.Entry], _ bool) (Val[sock.Entry], bool) {
+	apply := func(old Val[lookup.Entry], _ bool) (Val[lookup.Entry], bool) {
 		before = heads(old).many()
 		hd := f(heads(old))
 		after = hd.many()
-		return Val[sock.Entry](hd), hd.First != nil
+		return Val[lookup.Entry](hd), hd.First != nil
 	}
 	if inConns(e) {
 		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
@@ -235,13 +235,13 @@ func (g *Engine) update(pr *Port, e *sock.Entry, f func(heads) heads) (before, a
 
 // byDevice reports whether e is stored under a key of addrs that names its
 // device (see addrKey).
-func byDevice(e *sock.Entry) bool { return e.Device != 0 && !inConns(e) }
+func byDevice(e *lookup.Entry) bool { return e.Device != 0 && !inConns(e) }
 
 // insert links e into its class, keeping the class newest first (by Seq:
 // for the 4-tuple table, the order of first connects), and reports
 // whether e's key held more than one entry before and after. The caller
 // holds the port lock, pr, which guards every class chain of the port.
-func (g *Engine) insert(pr *Port, e *sock.Entry) (before, after bool) {
+func (g *Engine) insert(pr *Port, e *lookup.Entry) (before, after bool) {
 	return g.update(pr, e, func(hd heads) heads {
 		for i := range hd.len() {
 			x := hd.at(i)
@@ -259,7 +259,7 @@ func (g *Engine) insert(pr *Port, e *sock.Entry) (before, after bool) {
 			prev := x
 			for {
 				nx := prev.N2.Next.Load()
-				if nx == nil || sock.OfSecondary(nx).Seq <= e.Seq {
+				if nx == nil || lookup.OfSecondary(nx).Seq <= e.Seq {
 					e.N2.Prev = &prev.N2
 					e.N2.Next.Store(nx)
 					if nx != nil {
@@ -268,7 +268,7 @@ func (g *Engine) insert(pr *Port, e *sock.Entry) (before, after bool) {
 					prev.N2.Next.Store(&e.N2)
 					return hd
 				}
-				prev = sock.OfSecondary(nx)
+				prev = lookup.OfSecondary(nx)
 			}
 		}
 		e.N2.Prev = nil
@@ -281,7 +281,7 @@ func (g *Engine) insert(pr *Port, e *sock.Entry) (before, after bool) {
 // than one entry before and after; if e was not the head of its class,
 // the index is left as it is and not read, and both are true. e keeps its
 // next link, so that a lookup standing on it carries on.
-func (g *Engine) remove(pr *Port, e *sock.Entry) (before, after bool) {
+func (g *Engine) remove(pr *Port, e *lookup.Entry) (before, after bool) {
 	if p := e.N2.Prev; p != nil {
 		// Not a head: the index does not change.
 		nx := e.N2.Next.Load()
@@ -302,7 +302,7 @@ func (g *Engine) remove(pr *Port, e *sock.Entry) (before, after bool) {
 				return hd.with(i, nil)
 			}
 			nx.Prev = nil
-			return hd.with(i, sock.OfSecondary(nx))
+			return hd.with(i, lookup.OfSecondary(nx))
 		}
 		return hd
 	})

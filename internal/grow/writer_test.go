@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/udpdemux/udpdemux/bind"
-	"github.com/udpdemux/udpdemux/internal/sock"
 	"github.com/udpdemux/udpdemux/ipv6"
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -19,7 +18,7 @@ import (
 // that need sockets through connects and closes: each write holds its
 // port's lock, each state of a socket is a new entry (set as the socket's
 // current one before it is published), and entries are ordered by one
-// counter with demux's rules (sock.Order).
+// counter with demux's rules (lookup.Order).
 type writer struct {
 	t   testing.TB
 	g   *Engine
@@ -28,7 +27,7 @@ type writer struct {
 
 // wsock is one socket of a writer.
 type wsock struct {
-	sk *sock.Socket
+	sk *lookup.Socket
 	// addr and v6only are what the socket was bound with, which a
 	// disconnect of a wildcard socket binds again.
 	addr   netip.Addr
@@ -56,13 +55,13 @@ func newWriter(t testing.TB, threshold int, seed uint64) *writer {
 func (w *writer) bind(addr netip.Addr, port uint16, o bindOpts) *wsock {
 	l, err := ipv6.Bind(addr, o.v6only, int(o.device), nil)
 	require.NoError(w.t, err)
-	flags := l.Flags | sock.ReuseAddr
+	flags := l.Flags | lookup.ReuseAddr
 	if o.reusePort {
-		flags |= sock.ReusePort
+		flags |= lookup.ReusePort
 	}
-	s := &wsock{sk: new(sock.Socket), addr: addr, v6only: o.v6only}
-	e := &sock.Entry{Face: sock.Face{Port: port, Flags: flags, V4: l.V4, V6: l.V6, Device: int32(l.Device),
-		Ref: sock.Ref{Sock: s.sk}}, Owner: o.owner}
+	s := &wsock{sk: new(lookup.Socket), addr: addr, v6only: o.v6only}
+	e := &lookup.Entry{Face: lookup.Face{Port: port, Flags: flags, V4: l.V4, V6: l.V6, Device: int32(l.Device),
+		Ref: lookup.Ref{Sock: s.sk}}, Owner: o.owner}
 	if e.Device == 0 {
 		e.Device = o.device
 	}
@@ -87,7 +86,7 @@ func (w *writer) connect(s *wsock, peer netip.AddrPort, src netip.Addr) error {
 		return err
 	}
 	e := l.Connected(old, p)
-	sock.Order(e, old, &w.seq)
+	lookup.Order(e, old, &w.seq)
 	w.replace(pr, s, old, e)
 	return nil
 }
@@ -98,7 +97,7 @@ func (w *writer) disconnect(s *wsock) {
 	old := s.sk.Cur.Load()
 	pr := w.g.LockPort(old.Port)
 	defer w.g.Unlock(pr)
-	e := &sock.Entry{Face: sock.Face{Port: old.Port, Flags: old.Flags &^ (sock.Connected | sock.Hash4), Ref: old.Ref},
+	e := &lookup.Entry{Face: lookup.Face{Port: old.Port, Flags: old.Flags &^ (lookup.Connected | lookup.Hash4), Ref: old.Ref},
 		Owner: old.Owner}
 	l := ipv6.LocalOf(old)
 	wild := s.addr.IsUnspecified()
@@ -123,8 +122,8 @@ func (w *writer) disconnect(s *wsock) {
 
 // replace publishes e in place of old, joining an unconnected ReusePort e
 // to its group.
-func (w *writer) replace(pr *Port, s *wsock, old, e *sock.Entry) {
-	join := e.Has(sock.ReusePort) && !e.Has(sock.Connected)
+func (w *writer) replace(pr *Port, s *wsock, old, e *lookup.Entry) {
+	join := e.Has(lookup.ReusePort) && !e.Has(lookup.Connected)
 	if join {
 		e.Group = w.g.GroupOf(pr, e)
 	}
@@ -155,7 +154,7 @@ func (w *writer) verify(msgAndArgs ...any) {
 
 // lookup returns the socket Lookup gives the datagram from src to dst on
 // interface ifindex, and its path; nil for none or an undeliverable one.
-func (w *writer) lookup(src, dst netip.AddrPort, ifindex int) (*sock.Socket, lookup.Path) {
+func (w *writer) lookup(src, dst netip.AddrPort, ifindex int) (*lookup.Socket, lookup.Path) {
 	var q lookup.Query
 	if !q.Init(src, dst, ifindex) {
 		return nil, lookup.Primary
@@ -165,7 +164,7 @@ func (w *writer) lookup(src, dst netip.AddrPort, ifindex int) (*sock.Socket, loo
 }
 
 // lookup4 is lookup through Lookup4, for IPv4 datagrams.
-func (w *writer) lookup4(src, dst netip.AddrPort, ifindex int) (*sock.Socket, lookup.Path) {
+func (w *writer) lookup4(src, dst netip.AddrPort, ifindex int) (*lookup.Socket, lookup.Path) {
 	var q lookup.Query
 	r, p, _ := w.g.Lookup4(src, dst, ifindex, &q)
 	return sockOf(r), p

@@ -1,4 +1,4 @@
-package sock
+package lookup
 
 import "runtime"
 

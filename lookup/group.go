@@ -1,4 +1,4 @@
-package sock
+package lookup
 
 import (
 	"sync/atomic"
@@ -81,7 +81,7 @@ func (v View) Len() int { return v.n }
 // At returns the i-th member, 0 ≤ i < v.Len().
 func (v View) At(i int) *Entry {
 	if uint(i) >= uint(v.n) {
-		panic("sock: View index out of range")
+		panic("lookup: View index out of range")
 	}
 	return v.m.es[i].Load()
 }
@@ -91,7 +91,7 @@ func (v View) At(i int) *Entry {
 // while a writer rewrites a slot or when the array keeps no cells.
 func (v View) Ref(i int) Ref {
 	if uint(i) >= uint(v.n) {
-		panic("sock: View index out of range")
+		panic("lookup: View index out of range")
 	}
 	m := v.m
 	if q := m.seq.Load(); q&1 == 0 {
