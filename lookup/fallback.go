@@ -21,7 +21,7 @@ const Placeholder4 uint32 = 127<<24 | 6
 // it.
 // The caller passes only datagrams to 127.0.0.6 that found nothing else.
 func PlaceholderFallback(n *Node, q *Query) *Ref {
-	b := NewBest()
+	b := Best{}
 	for ; n != nil; n = n.Next.Load() {
 		e := OfPrimary(n)
 		if e.Port != q.DstPort || e.Flags&(Is6|V6Only|HasV4|Connected) != Is6|Connected || e.V4 != Placeholder4 {

@@ -15,14 +15,12 @@ const (
 )
 
 // Best tracks the winning candidate of a search: the highest score, and
-// among equal scores the largest Seq (the most recently bound).
+// among equal scores the largest Seq (the most recently bound). Its zero
+// value has no candidate.
 type Best struct {
 	E     *Face
 	score int // 0 while E is nil: a candidate's score is at least 1
 }
-
-// NewBest returns a Best with no candidate.
-func NewBest() Best { return Best{} }
 
 // Offer makes e the winner if it matches q and beats the current one.
 // As no candidate scores 0, a refusal (-1) never wins, and a tie is only

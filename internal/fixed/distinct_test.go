@@ -45,10 +45,10 @@ func TestScanDistinctStop(t *testing.T) {
 	require.True(t, sum.Distinct())
 	a.N2.Next.Store(&trap.N2)
 
-	b := lookup.NewBest()
+	b := lookup.Best{}
 	scanDistinct(&b, h2.At(i).First(), q, h2, i, sum)
 	assert.Same(t, &a.Face, b.E, "the walk went past the destination's entry")
-	b = lookup.NewBest()
+	b = lookup.Best{}
 	scanSecondary(&b, h2.At(i).First(), q)
 	assert.Same(t, &trap.Face, b.E, "the trap must win a full walk, or this test proves nothing")
 }
@@ -82,7 +82,7 @@ func TestScanDistinctStale(t *testing.T) {
 				h2.Remove(i, twin)
 				require.True(t, h2.Summary(i).Distinct(), "the twin count is even again: only the count's change tells")
 			}
-			b := lookup.NewBest()
+			b := lookup.Best{}
 			scanDistinct(&b, n, q, h2, i, sum)
 			assert.Same(t, &a.Face, b.E)
 		})

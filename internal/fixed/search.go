@@ -17,7 +17,7 @@ type tables struct {
 
 // onePhase scans the primary chain of q's port.
 func (t *tables) onePhase(q *lookup.Query) *lookup.Ref {
-	b := lookup.NewBest()
+	b := lookup.Best{}
 	b.ScanPrimary(t.h1.Slot(q.DstPort).Chain.First(), q)
 	return lookup.Receiver(t.seed, b.E, q)
 }
@@ -64,7 +64,7 @@ func (t *tables) secondary(q *lookup.Query, limit int) (*lookup.Face, bool) {
 		if !ok {
 			continue
 		}
-		b := lookup.NewBest()
+		b := lookup.Best{}
 		switch sum := h2.Summary(i); {
 		case !sum.MayHold(h, wh):
 		case i != w && sum.Distinct():

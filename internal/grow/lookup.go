@@ -30,13 +30,13 @@ func (g *Engine) Lookup(q *lookup.Query) (*lookup.Ref, lookup.Path) {
 // the 4-tuple; so a scan that read no mark and stopped at such an entry
 // sees the count changed, and scans the whole chain again.
 func (g *Engine) scan(slot *portSlot, q *lookup.Query, seq uint32, shared bool) *lookup.Face {
-	b := lookup.NewBest()
+	b := lookup.Best{}
 	if shared || seq&1 != 0 {
 		b.ScanPrimary(slot.list.First(), q)
 		return b.E
 	}
 	if b.ScanPrimaryTo4(slot.list.First(), q) && slot.list.Seq.Changed(seq) {
-		b = lookup.NewBest()
+		b = lookup.Best{}
 		b.ScanPrimary(slot.list.First(), q)
 	}
 	return b.E
@@ -97,7 +97,7 @@ func (g *Engine) unlockRead(pr *Port) {
 // search is one search of the indexes for q, which a move on the port
 // may spoil: the caller checks the port's sequence count around it.
 func (g *Engine) search(slot *portSlot, q *lookup.Query) *lookup.Face {
-	b := lookup.NewBest()
+	b := lookup.Best{}
 	if f := slot.peers.Load(); f != nil && f.mayHave(g.peerHash(q.Src, q.SrcPort)) {
 		k := connKey{local: q.Dst, remote: q.Src, lport: q.DstPort, rport: q.SrcPort}
 		if hd, ok := g.getConn(k); ok {

@@ -72,7 +72,7 @@ func TestClosedEntryKeepsItsNext(t *testing.T) {
 			if !tc.class {
 				var q lookup.Query
 				require.True(t, q.Init(peer, netip.AddrPortFrom(netip.MustParseAddr(tc.addrs[0]), port), 1))
-				b := lookup.NewBest()
+				b := lookup.Best{}
 				b.ScanPrimary(n, &q)
 				require.NotNil(t, b.E, "a scan from the closed entry found nothing")
 				assert.Same(t, socks[0].sk, b.E.Ref.Sock, "a scan from the closed entry")
