@@ -163,6 +163,19 @@ func (k *kmodel) insert(id int, b bindSpec) error {
 	return err
 }
 
+// bindClosed records bind b, which the kernel accepted and the table
+// refused (a deliberate difference), and the close that undoes it on the
+// kernel at once. The socket goes, but not all it did: a SO_REUSEPORT
+// socket that joins a detached socket gives that socket a group of its own
+// (Linux's reuseport_add_sock), which then outlives the newcomer.
+func (k *kmodel) bindClosed(b bindSpec) error {
+	mid, err := k.m.Insert(b.options())
+	if err != nil {
+		return err
+	}
+	return k.m.Close(mid)
+}
+
 // lookup returns the sorted ids of the sockets that may receive the
 // datagram on a kernel with features on.
 func (k *kmodel) lookup(src, dst netip.AddrPort, ifindex int, on feature) []int {

@@ -11,5 +11,6 @@
 // lo and two veth pairs as more devices: one with addresses, and one whose
 // ends have no IPv4 and no IPv6 address, so that connects through them find
 // no source; otherwise on the host's loopback with fewer features. See conformance_linux_test.go for the knobs (seed, number of
-// scenarios, replay of one scenario).
+// scenarios, replay of one scenario). TestKernelFound replays, as fixed
+// scenarios, the random failures that were the test's own fault.
 package conformance

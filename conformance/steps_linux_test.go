@@ -145,6 +145,9 @@ func (r *runner) doBind(step int, o op) {
 		// Bring both sides to the same state: the bind failed.
 		if kerr == 0 {
 			syscall.Close(fd)
+			if err := r.m.bindClosed(b); err != nil {
+				r.failf(step, "bind: kernel ok, model error", "%s: kernel ok; model: %v", line, err)
+			}
 		}
 		for i, t := range r.tables {
 			if tsocks[i] != nil {
