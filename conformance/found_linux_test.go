@@ -39,7 +39,7 @@ func TestKernelFound(t *testing.T) {
 		t.Fatalf("no peer %s", s)
 		return -1
 	}
-	any6 := netip.IPv6Unspecified()
+	any6, lo6 := netip.IPv6Unspecified(), netip.IPv6Loopback()
 	tests := []struct {
 		name string
 		ops  []op
@@ -47,9 +47,13 @@ func TestKernelFound(t *testing.T) {
 		// kernel whose probes found every behaviour of when (one of
 		// whenAny too, if set), needs are the outcomes, by op index,
 		// without which the scenario shows nothing.
+		// byChance, if set, are outcomes of which one shows the
+		// scenario, if the kernel's flow hash picks it: logged when none
+		// does.
 		want          []string
 		when, whenAny feature
 		needs         map[int]string
+		byChance      map[int]string
 	}{{
 		// Seed 5483201565091271197, scenario 1840. s0 leaves its
 		// group at connect and stays out of any after the disconnect.
@@ -75,6 +79,33 @@ func TestKernelFound(t *testing.T) {
 		when:    model.Diff2 | model.Diff3 | model.Diff6,
 		whenAny: model.Diff1 | model.Diff1Peer,
 		needs:   map[int]string{5: "ok", 6: "s0"},
+	}, {
+		// Seed 3389358022950992414, scenario 2169. s0's connect takes
+		// it out of its group with s1 and marks that group; s2's bind
+		// starts a group with s0. The disconnects unbind s0's and s1's
+		// device, but neither leaves its group. s1 comes first in the
+		// chain: its group, marked, gives a pick, and the scan goes on
+		// against the pick's score. The pick s3, on lo, keeps the
+		// datagram; the pick s1, on no device, loses it to s2's group.
+		// The model followed s1's score and never said s3. Each
+		// datagram's flow picks one of two, hence four.
+		name: "a marked group's pick keeps its own score",
+		ops: []op{
+			{kind: opBind, id: 0, bind: bindSpec{addr: lo6, port: port, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opBind, id: 1, bind: bindSpec{addr: lo6, port: port, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opConnect, id: 0, peer: peer("[::1]:40001")},
+			{kind: opBind, id: 2, bind: bindSpec{addr: lo6, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opDisconnect, id: 0},
+			{kind: opBind, id: 3, bind: bindSpec{addr: lo6, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opDisconnect, id: 1},
+			{kind: opSend, peer: peer("[fd00::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
+			{kind: opSend, peer: peer("[fd01::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
+			{kind: opSend, peer: peer("[fd03::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
+			{kind: opSend, peer: peer("[fd04::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
+		},
+		want:     []string{"ok", "ok", "", "ok", "", "ok", ""},
+		when:     model.Diff2 | model.Diff6,
+		byChance: map[int]string{7: "s3", 8: "s3", 9: "s3", 10: "s3"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,6 +128,15 @@ func TestKernelFound(t *testing.T) {
 					assert.Equal(t, w, res.outcomes[i], "op %d: the kernel has %v%s", i, tt.when|tt.whenAny&e.kern, trace)
 				case res.outcomes[i] != w:
 					t.Logf("this kernel (%v) gives %q at op %d, not %q: the scenario shows nothing here%s", e.kern, res.outcomes[i], i, w, trace)
+				}
+			}
+			if len(tt.byChance) > 0 {
+				shown := false
+				for i, w := range tt.byChance {
+					shown = shown || res.outcomes[i] == w
+				}
+				if !shown {
+					t.Logf("no flow's pick showed the scenario this time (kernel %v)%s", e.kern, trace)
 				}
 			}
 		})

@@ -27,6 +27,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -95,7 +96,8 @@ const (
 	Diff1Peer
 	// Diff2: a lookup returns the group of the first SO_REUSEPORT socket
 	// it meets with a better score than those before, unless that group
-	// (Linux's, see Diff6) has had a connected member.
+	// (Linux's, see Diff6) has had a connected member; then it picks a
+	// member, and a later socket must beat the pick's score.
 	Diff2
 	// Diff3: IPv6 SO_REUSEPORT sockets are appended at the tail of their
 	// primary chain and, until a rehash moves them, their secondary one,
@@ -1094,26 +1096,66 @@ func (m *Model) candidates(src, dst netip.AddrPort, ifindex int, f Features) []*
 		if !local.IsValid() {
 			local = dst.Addr()
 		}
-		var got []*socket
-		best := 0
-		for _, s := range chain {
-			sc := score(s, src, dst, local, ifindex, f)
-			if sc <= best {
-				continue
-			}
-			best, got = sc, []*socket{s}
-			if g := m.group(s, f); len(g) > 0 {
-				got = g
-				if f&Diff2 != 0 && (s.group == nil || !s.group.hasConns) {
-					return got
-				}
-			}
-		}
-		if got != nil {
+		sc := scoring{src: src, dst: dst, local: local, ifindex: ifindex, f: f}
+		if got := m.scan(chain, 0, 0, nil, &sc); got != nil {
 			return got
 		}
 	}
 	return nil
+}
+
+// scoring is what a chain's sockets are scored against.
+type scoring struct {
+	src, dst netip.AddrPort
+	local    netip.Addr
+	ifindex  int
+	f        Features
+}
+
+func (c *scoring) of(s *socket) int { return score(s, c.src, c.dst, c.local, c.ifindex, c.f) }
+
+// scan returns the sockets that may take the datagram from chain[from:]
+// on, given the best score so far and the sockets that hold it (got).
+//
+// With Diff2, the group of a socket that beats those before it is the
+// answer unless it has had a connected member; if it has, Linux picks a
+// member by the flow's hash, as for the answer, and goes on scanning
+// against the pick's own score. A member's score may differ from the
+// socket's that led to the group (a disconnect unbinds the device without
+// leaving the group), so each score among the members is followed on its
+// own, and the answer is the union.
+func (m *Model) scan(chain []*socket, from, best int, got []*socket, c *scoring) []*socket {
+	for i := from; i < len(chain); i++ {
+		s := chain[i]
+		sc := c.of(s)
+		if sc <= best {
+			continue
+		}
+		best, got = sc, []*socket{s}
+		g := m.group(s, c.f)
+		switch {
+		case len(g) == 0:
+		case c.f&Diff2 == 0:
+			got = g
+		case s.group == nil || !s.group.hasConns:
+			return g
+		default:
+			picks := map[int][]*socket{}
+			for _, r := range g {
+				picks[c.of(r)] = append(picks[c.of(r)], r)
+			}
+			var out []*socket
+			for _, pick := range slices.Sorted(maps.Keys(picks)) {
+				for _, r := range m.scan(chain, i+1, pick, picks[pick], c) {
+					if !slices.Contains(out, r) {
+						out = append(out, r)
+					}
+				}
+			}
+			return out
+		}
+	}
+	return got
 }
 
 // tiers returns the local addresses of the sockets that may take a

@@ -689,3 +689,28 @@ func TestInsertFollowsKernel(t *testing.T) {
 	_, err = m.Insert(opt("::ffff:127.0.0.1", 1, v6))
 	assert.ErrorIs(t, err, syscall.EINVAL)
 }
+
+// TestConnectedGroupPick checks Diff2 on a group that has had a connected
+// member: Linux picks a member, and a later socket must beat the pick's
+// score, which may differ from that of the socket that led to the group,
+// since a disconnect unbinds the device and leaves the group. A kernel
+// showed it (conformance scenario 3389358022950992414:2169).
+func TestConnectedGroupPick(t *testing.T) {
+	m := New(Config{})
+	const p = 50000
+	s1 := mustBind(t, m, opt("::1", p, rp, dev(1)))
+	s2 := mustBind(t, m, opt("::1", p, rp, dev(1)))
+	require.NoError(t, m.Connect(s1, ap("[::1]:40001"), netip.Addr{}))
+	s4 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
+	require.NoError(t, m.Disconnect(s1))
+	s6 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
+	require.NoError(t, m.Disconnect(s2))
+	src, dst := ap("[fd04::2]:40001"), ap("[::1]:50000")
+	// s2 comes first and leads to its group {s2, s6}, which s1's connect
+	// marked. The pick s6, on the device, keeps the datagram; the pick
+	// s2, on none since its disconnect, loses it to s4, whose group
+	// {s1, s4} has had no connected member.
+	assert.Equal(t, []int{s1, s4, s6}, m.Candidates(src, dst, 1, Linux))
+	assert.Equal(t, []int{s1, s4}, m.Candidates(src, dst, 1, Linux&^Diff2), "the best score wins, and leads to s4's group")
+	assert.Equal(t, []int{s4, s6}, m.Candidates(src, dst, 1, Udpdemux))
+}
