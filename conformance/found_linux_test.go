@@ -39,7 +39,7 @@ func TestKernelFound(t *testing.T) {
 		t.Fatalf("no peer %s", s)
 		return -1
 	}
-	any6, lo6 := netip.IPv6Unspecified(), netip.IPv6Loopback()
+	any6, lo6, lo4b := netip.IPv6Unspecified(), netip.IPv6Loopback(), netip.MustParseAddr("127.0.0.2")
 	tests := []struct {
 		name string
 		ops  []op
@@ -84,12 +84,13 @@ func TestKernelFound(t *testing.T) {
 		// it out of its group with s1 and marks that group; s2's bind
 		// starts a group with s0. The disconnects unbind s0's and s1's
 		// device, but neither leaves its group. s1 comes first in the
-		// chain: its group, marked, gives a pick, and the scan goes on
-		// against the pick's score. The pick s3, on lo, keeps the
-		// datagram; the pick s1, on no device, loses it to s2's group.
-		// The model followed s1's score and never said s3. Each
-		// datagram's flow picks one of two, hence four.
-		name: "a marked group's pick keeps its own score",
+		// chain: its group, marked, gives a pick, which stays the
+		// answer unless a later socket outscores both it and s1. The
+		// pick s3, on lo, keeps the datagram; the pick s1, on no
+		// device, loses it to s2's group. The model followed s1's
+		// score and never said s3. Each datagram's flow picks one of
+		// two, hence four.
+		name: "a marked group's pick that scores higher",
 		ops: []op{
 			{kind: opBind, id: 0, bind: bindSpec{addr: lo6, port: port, reusePort: true, owner: e.uid, dev: lo}},
 			{kind: opBind, id: 1, bind: bindSpec{addr: lo6, port: port, reusePort: true, owner: e.uid, dev: lo}},
@@ -106,6 +107,30 @@ func TestKernelFound(t *testing.T) {
 		want:     []string{"ok", "ok", "", "ok", "", "ok", ""},
 		when:     model.Diff2 | model.Diff6,
 		byChance: map[int]string{7: "s3", 8: "s3", 9: "s3", 10: "s3"},
+	}, {
+		// Seed 1697397745204898409, scenario 2308. s0's connect marks
+		// its group {s0, s2} and leaves it; s3 joins {s2, s3}. Its
+		// disconnect unbinds its device: s3, first in the chain, now
+		// scores below s2 and s1 (another owner's group), yet its
+		// group's pick stays the answer even when it is s3 itself,
+		// since they score no more than the pick or s3. A model that
+		// had later sockets beat the pick's score alone said s1 there.
+		name: "a marked group's pick that scores lower",
+		ops: []op{
+			{kind: opBind, id: 0, bind: bindSpec{addr: lo4b, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opBind, id: 1, bind: bindSpec{addr: lo4b, port: port, reuseAddr: true, reusePort: true, owner: 1000, dev: lo}},
+			{kind: opBind, id: 2, bind: bindSpec{addr: lo4b, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opConnect, id: 0, peer: peer("127.0.0.1:40001")},
+			{kind: opBind, id: 3, bind: bindSpec{addr: lo4b, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
+			{kind: opDisconnect, id: 3},
+			{kind: opSend, peer: peer("127.0.0.1:40002"), dst: netip.AddrPortFrom(lo4b, port)},
+			{kind: opSend, peer: peer("127.0.0.2:40001"), dst: netip.AddrPortFrom(lo4b, port)},
+			{kind: opSend, peer: peer("127.0.0.6:40001"), dst: netip.AddrPortFrom(lo4b, port)},
+			{kind: opSend, peer: peer("10.99.0.2:40001"), dst: netip.AddrPortFrom(lo4b, port)},
+		},
+		want:     []string{"ok", "ok", "ok", "", "ok", ""},
+		when:     model.Diff2 | model.Diff6,
+		byChance: map[int]string{6: "s3", 7: "s3", 8: "s3", 9: "s3"},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

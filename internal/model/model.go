@@ -97,7 +97,8 @@ const (
 	// Diff2: a lookup returns the group of the first SO_REUSEPORT socket
 	// it meets with a better score than those before, unless that group
 	// (Linux's, see Diff6) has had a connected member; then it picks a
-	// member, and a later socket must beat the pick's score.
+	// member, and a later socket must beat both the pick's score and
+	// that of the socket that led to the group.
 	Diff2
 	// Diff3: IPv6 SO_REUSEPORT sockets are appended at the tail of their
 	// primary chain and, until a rehash moves them, their secondary one,
@@ -1119,11 +1120,13 @@ func (c *scoring) of(s *socket) int { return score(s, c.src, c.dst, c.local, c.i
 //
 // With Diff2, the group of a socket that beats those before it is the
 // answer unless it has had a connected member; if it has, Linux picks a
-// member by the flow's hash, as for the answer, and goes on scanning
-// against the pick's own score. A member's score may differ from the
-// socket's that led to the group (a disconnect unbinds the device without
-// leaving the group), so each score among the members is followed on its
-// own, and the answer is the union.
+// member by the flow's hash, as for the answer, and goes on scanning with
+// the pick as the answer, which a later socket must outscore as well as
+// the socket that led to the group. A member's score may differ from the
+// leader's (a disconnect unbinds the device without leaving the group),
+// so each score among the members is followed on its own, and the answer
+// is the union. (Linux's pick is the same each time the scan meets the
+// group; the union does not know that, and may name more sockets.)
 func (m *Model) scan(chain []*socket, from, best int, got []*socket, c *scoring) []*socket {
 	for i := from; i < len(chain); i++ {
 		s := chain[i]
@@ -1146,7 +1149,7 @@ func (m *Model) scan(chain []*socket, from, best int, got []*socket, c *scoring)
 			}
 			var out []*socket
 			for _, pick := range slices.Sorted(maps.Keys(picks)) {
-				for _, r := range m.scan(chain, i+1, pick, picks[pick], c) {
+				for _, r := range m.scan(chain, i+1, max(sc, pick), picks[pick], c) {
 					if !slices.Contains(out, r) {
 						out = append(out, r)
 					}

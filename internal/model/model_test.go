@@ -691,26 +691,69 @@ func TestInsertFollowsKernel(t *testing.T) {
 }
 
 // TestConnectedGroupPick checks Diff2 on a group that has had a connected
-// member: Linux picks a member, and a later socket must beat the pick's
-// score, which may differ from that of the socket that led to the group,
-// since a disconnect unbinds the device and leaves the group. A kernel
-// showed it (conformance scenario 3389358022950992414:2169).
+// member: Linux picks a member, which stays the answer unless a later
+// socket outscores both the pick and the socket that led to the group.
+// The two may score differently, since a disconnect unbinds the device
+// and leaves the group. Kernels showed both cases (conformance scenarios
+// 3389358022950992414:2169 and 1697397745204898409:2308).
 func TestConnectedGroupPick(t *testing.T) {
-	m := New(Config{})
 	const p = 50000
-	s1 := mustBind(t, m, opt("::1", p, rp, dev(1)))
-	s2 := mustBind(t, m, opt("::1", p, rp, dev(1)))
-	require.NoError(t, m.Connect(s1, ap("[::1]:40001"), netip.Addr{}))
-	s4 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
-	require.NoError(t, m.Disconnect(s1))
-	s6 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
-	require.NoError(t, m.Disconnect(s2))
-	src, dst := ap("[fd04::2]:40001"), ap("[::1]:50000")
-	// s2 comes first and leads to its group {s2, s6}, which s1's connect
-	// marked. The pick s6, on the device, keeps the datagram; the pick
-	// s2, on none since its disconnect, loses it to s4, whose group
-	// {s1, s4} has had no connected member.
-	assert.Equal(t, []int{s1, s4, s6}, m.Candidates(src, dst, 1, Linux))
-	assert.Equal(t, []int{s1, s4}, m.Candidates(src, dst, 1, Linux&^Diff2), "the best score wins, and leads to s4's group")
-	assert.Equal(t, []int{s4, s6}, m.Candidates(src, dst, 1, Udpdemux))
+	for _, c := range []struct {
+		name string
+		// setup binds and moves the sockets, and returns the ids that
+		// each answer below names by index.
+		setup             func(t *testing.T, m *Model) []int
+		src, dst          netip.AddrPort
+		linux, best, rule []int // by index into setup's ids
+	}{{
+		// s1 comes first and leads to its group {s1, s3}, which s0's
+		// connect marked. The pick s3, on the device, keeps the
+		// datagram; the pick s1, on none since its disconnect, loses
+		// it to s2, whose group {s0, s2} has had no connected member.
+		name: "a pick that scores higher keeps the datagram",
+		setup: func(t *testing.T, m *Model) []int {
+			s0 := mustBind(t, m, opt("::1", p, rp, dev(1)))
+			s1 := mustBind(t, m, opt("::1", p, rp, dev(1)))
+			require.NoError(t, m.Connect(s0, ap("[::1]:40001"), netip.Addr{}))
+			s2 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
+			require.NoError(t, m.Disconnect(s0))
+			s3 := mustBind(t, m, opt("::1", p, ra, rp, dev(1)))
+			require.NoError(t, m.Disconnect(s1))
+			return []int{s0, s1, s2, s3}
+		},
+		src: ap("[fd04::2]:40001"), dst: ap("[::1]:50000"),
+		linux: []int{0, 2, 3}, best: []int{0, 2}, rule: []int{2, 3},
+	}, {
+		// s3, newest and first, on no device since its disconnect,
+		// leads to its group {s2, s3}, which s0's connect marked. Its
+		// pick stays the answer, for s2 and s1 score no more than the
+		// better of the pick and s3, even the pick s3 itself.
+		name: "a pick that scores lower keeps the datagram",
+		setup: func(t *testing.T, m *Model) []int {
+			s0 := mustBind(t, m, opt("127.0.0.2", p, ra, rp, dev(1)))
+			s1 := mustBind(t, m, opt("127.0.0.2", p, ra, rp, dev(1), owner(1000)))
+			s2 := mustBind(t, m, opt("127.0.0.2", p, ra, rp, dev(1)))
+			require.NoError(t, m.Connect(s0, ap("127.0.0.1:40001"), netip.Addr{}))
+			s3 := mustBind(t, m, opt("127.0.0.2", p, ra, rp, dev(1)))
+			require.NoError(t, m.Disconnect(s3))
+			return []int{s0, s1, s2, s3}
+		},
+		src: ap("127.0.0.1:40002"), dst: ap("127.0.0.2:50000"),
+		linux: []int{2, 3}, best: []int{2, 3}, rule: []int{2},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			m := New(Config{})
+			ids := c.setup(t, m)
+			pick := func(is []int) []int {
+				var out []int
+				for _, i := range is {
+					out = append(out, ids[i])
+				}
+				return out
+			}
+			assert.Equal(t, pick(c.linux), m.Candidates(c.src, c.dst, 1, Linux))
+			assert.Equal(t, pick(c.best), m.Candidates(c.src, c.dst, 1, Linux&^Diff2), "the best score wins")
+			assert.Equal(t, pick(c.rule), m.Candidates(c.src, c.dst, 1, Udpdemux))
+		})
+	}
 }
