@@ -1143,13 +1143,15 @@ func (m *Model) scan(chain []*socket, from, best int, got []*socket, c *scoring)
 		case s.group == nil || !s.group.hasConns:
 			return g
 		default:
+			// The picks by the score a later socket must beat.
 			picks := map[int][]*socket{}
 			for _, r := range g {
-				picks[c.of(r)] = append(picks[c.of(r)], r)
+				b := max(sc, c.of(r))
+				picks[b] = append(picks[b], r)
 			}
 			var out []*socket
-			for _, pick := range slices.Sorted(maps.Keys(picks)) {
-				for _, r := range m.scan(chain, i+1, max(sc, pick), picks[pick], c) {
+			for _, b := range slices.Sorted(maps.Keys(picks)) {
+				for _, r := range m.scan(chain, i+1, b, picks[b], c) {
 					if !slices.Contains(out, r) {
 						out = append(out, r)
 					}
