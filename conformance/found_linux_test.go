@@ -40,6 +40,9 @@ func TestKernelFound(t *testing.T) {
 		return -1
 	}
 	any6, lo6, lo4b := netip.IPv6Unspecified(), netip.IPv6Loopback(), netip.MustParseAddr("127.0.0.2")
+	send := func(from string, to netip.Addr) op {
+		return op{kind: opSend, peer: peer(from), dst: netip.AddrPortFrom(to, port)}
+	}
 	tests := []struct {
 		name string
 		ops  []op
@@ -73,7 +76,7 @@ func TestKernelFound(t *testing.T) {
 			{kind: opDisconnect, id: 0},
 			{kind: opBind, id: 2, bind: bindSpec{addr: any6, port: port, reusePort: true, owner: 1000, dev: lo}},
 			{kind: opBind, id: 3, bind: bindSpec{addr: any6, port: port, reusePort: true, owner: 1000}},
-			{kind: opSend, peer: peer("10.99.0.2:40001"), dst: netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)},
+			send("10.99.0.2:40001", lo4b),
 		},
 		want:    []string{"ok", "", "ok", "", "ok", "", ""},
 		when:    model.Diff2 | model.Diff3 | model.Diff6,
@@ -99,10 +102,10 @@ func TestKernelFound(t *testing.T) {
 			{kind: opDisconnect, id: 0},
 			{kind: opBind, id: 3, bind: bindSpec{addr: lo6, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
 			{kind: opDisconnect, id: 1},
-			{kind: opSend, peer: peer("[fd00::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
-			{kind: opSend, peer: peer("[fd01::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
-			{kind: opSend, peer: peer("[fd03::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
-			{kind: opSend, peer: peer("[fd04::2]:40001"), dst: netip.AddrPortFrom(lo6, port)},
+			send("[fd00::2]:40001", lo6),
+			send("[fd01::2]:40001", lo6),
+			send("[fd03::2]:40001", lo6),
+			send("[fd04::2]:40001", lo6),
 		},
 		want:     []string{"ok", "ok", "", "ok", "", "ok", ""},
 		when:     model.Diff2 | model.Diff6,
@@ -123,10 +126,10 @@ func TestKernelFound(t *testing.T) {
 			{kind: opConnect, id: 0, peer: peer("127.0.0.1:40001")},
 			{kind: opBind, id: 3, bind: bindSpec{addr: lo4b, port: port, reuseAddr: true, reusePort: true, owner: e.uid, dev: lo}},
 			{kind: opDisconnect, id: 3},
-			{kind: opSend, peer: peer("127.0.0.1:40002"), dst: netip.AddrPortFrom(lo4b, port)},
-			{kind: opSend, peer: peer("127.0.0.2:40001"), dst: netip.AddrPortFrom(lo4b, port)},
-			{kind: opSend, peer: peer("127.0.0.6:40001"), dst: netip.AddrPortFrom(lo4b, port)},
-			{kind: opSend, peer: peer("10.99.0.2:40001"), dst: netip.AddrPortFrom(lo4b, port)},
+			send("127.0.0.1:40002", lo4b),
+			send("127.0.0.2:40001", lo4b),
+			send("127.0.0.6:40001", lo4b),
+			send("10.99.0.2:40001", lo4b),
 		},
 		want:     []string{"ok", "ok", "ok", "", "ok", ""},
 		when:     model.Diff2 | model.Diff6,
