@@ -46,13 +46,12 @@ func TestKernelFound(t *testing.T) {
 	tests := []struct {
 		name string
 		ops  []op
-		// want is the kernel's outcome of each op ("" for any). On a
-		// kernel whose probes found every behaviour of when (one of
-		// whenAny too, if set), needs are the outcomes, by op index,
-		// without which the scenario shows nothing.
-		// byChance, if set, are outcomes of which one shows the
-		// scenario, if the kernel's flow hash picks it: logged when none
-		// does.
+		// want is the kernel's outcome of each op ("" for any). The
+		// scenario shows its case only on a kernel whose probes found
+		// every behaviour of when (and one of whenAny, if set). There,
+		// needs are the outcomes, by op index, without which it shows
+		// nothing, and byChance outcomes of which one shows it if the
+		// kernel's flow hash picks it (logged when none does).
 		want          []string
 		when, whenAny feature
 		needs         map[int]string
@@ -158,14 +157,16 @@ func TestKernelFound(t *testing.T) {
 					t.Logf("this kernel (%v) gives %q at op %d, not %q: the scenario shows nothing here%s", e.kern, res.outcomes[i], i, w, trace)
 				}
 			}
-			if len(tt.byChance) > 0 {
-				shown := false
-				for i, w := range tt.byChance {
-					shown = shown || res.outcomes[i] == w
-				}
-				if !shown {
-					t.Logf("no flow's pick showed the scenario this time (kernel %v)%s", e.kern, trace)
-				}
+			shown := false
+			for i, w := range tt.byChance {
+				shown = shown || res.outcomes[i] == w
+			}
+			switch {
+			case len(tt.byChance) == 0 || shown:
+			case shows:
+				t.Logf("no flow's pick showed the scenario this time (kernel %v)%s", e.kern, trace)
+			default:
+				t.Logf("this kernel (%v) lacks %v: the scenario shows nothing here%s", e.kern, tt.when&^e.kern, trace)
 			}
 		})
 	}

@@ -8,14 +8,15 @@
 // the second when an exact-address socket was found or both are one slot;
 // hybrid, Linux 2.6.33's rule, is two-phase when the primary chain is
 // longer than a threshold and not shorter than the secondary slot, else
-// one-phase. A two-phase search that moves between slots keep spoiling
-// gives way to a scan of the primary chain, where a move replaces an entry
-// in place. Its writes are linking and unlinking entries in both chains,
-// SO_REUSEPORT groups, the move of an entry between secondary slots inside
-// their sequence counts, explicit-port conflict checks (bind.Checker) and
-// the choice of an ephemeral port (bind.Ephemeral's algorithms). Its
-// Engine has the methods of grow.Engine, the default storage's, so that
-// package demux reads and writes both alike.
+// one-phase. When entries moving between secondary slots spoil a
+// two-phase search try after try, it gives way to a scan of the primary
+// chain, where a move replaces an entry in place. Its writes are linking
+// and unlinking entries in both chains, SO_REUSEPORT groups, the move of
+// an entry between secondary slots inside their sequence counts,
+// explicit-port conflict checks (bind.Checker) and the choice of an
+// ephemeral port (bind.Ephemeral's algorithms). Its Engine has the
+// methods of grow.Engine, the default storage's, so that package demux
+// reads and writes both alike.
 //
 // # Locks
 //

@@ -1097,8 +1097,8 @@ func (m *Model) candidates(src, dst netip.AddrPort, ifindex int, f Features) []*
 		if !local.IsValid() {
 			local = dst.Addr()
 		}
-		sc := scoring{src: src, dst: dst, local: local, ifindex: ifindex, f: f}
-		if got := m.scan(chain, 0, 0, nil, &sc); got != nil {
+		c := scoring{src: src, dst: dst, local: local, ifindex: ifindex, f: f}
+		if got := m.scan(chain, 0, 0, nil, &c); got != nil {
 			return got
 		}
 	}
@@ -1113,6 +1113,7 @@ type scoring struct {
 	f        Features
 }
 
+// of is s's score.
 func (c *scoring) of(s *socket) int { return score(s, c.src, c.dst, c.local, c.ifindex, c.f) }
 
 // scan returns the sockets that may take the datagram from chain[from:]
