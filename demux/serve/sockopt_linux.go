@@ -15,21 +15,17 @@ import (
 // address: the kernel socket is a wildcard one); claimPort clears it once
 // bound.
 func setSockopts(fd int, v6 bool, rcvbuf int) error {
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		return err
-	}
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RXQ_OVFL, 1); err != nil {
-		return err
-	}
+	// The options set to 1, as level and option, in this order.
+	on := [][2]int{{syscall.SOL_SOCKET, syscall.SO_REUSEADDR}, {syscall.SOL_SOCKET, syscall.SO_RXQ_OVFL}}
 	if v6 {
-		if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY, 1); err != nil {
+		on = append(on, [2]int{syscall.IPPROTO_IPV6, syscall.IPV6_V6ONLY}, [2]int{syscall.IPPROTO_IPV6, syscall.IPV6_RECVTCLASS})
+	} else {
+		on = append(on, [2]int{syscall.IPPROTO_IP, syscall.IP_RECVTOS})
+	}
+	for _, o := range on {
+		if err := syscall.SetsockoptInt(fd, o[0], o[1], 1); err != nil {
 			return err
 		}
-		if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IPV6, syscall.IPV6_RECVTCLASS, 1); err != nil {
-			return err
-		}
-	} else if err := syscall.SetsockoptInt(fd, syscall.IPPROTO_IP, syscall.IP_RECVTOS, 1); err != nil {
-		return err
 	}
 	if rcvbuf > 0 {
 		// Beyond net.core.rmem_max only SO_RCVBUFFORCE (CAP_NET_ADMIN)
