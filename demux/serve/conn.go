@@ -179,7 +179,7 @@ func newConn(sk connSocket, v6, dual, wild bool, k4, k6 *net.UDPConn, pool *sync
 		q: make([]*packet, 16), limit: defaultQueue,
 	}
 	if wild {
-		c.peers = new(peerRoutes)
+		c.peers = &peerRoutes{seed: maphash.MakeSeed()}
 	}
 	c.sq.init()
 	return c
@@ -936,7 +936,6 @@ func (d *deadline) check() (passed bool, changed <-chan struct{}) {
 // an older one's slot, so that it stays small however many peers write.
 type peerRoutes struct {
 	seed  maphash.Seed
-	init  bool
 	slots [256]peerRoute
 }
 
@@ -947,9 +946,6 @@ type peerRoute struct {
 }
 
 func (r *peerRoutes) slot(peer netip.AddrPort) *peerRoute {
-	if !r.init {
-		r.seed, r.init = maphash.MakeSeed(), true
-	}
 	return &r.slots[maphash.Comparable(r.seed, peer)%uint64(len(r.slots))]
 }
 
