@@ -70,7 +70,10 @@ func (s *Server[V]) watching() *watcher[V] {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if s.watcher == nil {
-		s.watcher, _ = newWatcher[V]()
+		if tk, err := newTicker(); err == nil {
+			s.watcher = &watcher[V]{tk: tk, wake: make(chan struct{}, 1), done: make(chan struct{})}
+			go s.watcher.run()
+		}
 	}
 	return s.watcher
 }
@@ -114,8 +117,6 @@ func (b *batch[V]) handedOff() {
 				l.mu.Unlock()
 				return
 			}
-			l.mu.Unlock()
-			continue
 		}
 		p := b.deferred[0]
 		b.deferred[0] = nil
@@ -134,18 +135,16 @@ func (b *batch[V]) handedOff() {
 // takeRest copies the undelivered rest of b, whose goroutine is in a
 // handed-off call and no longer touches it, into h, a fresh batch.
 func (h *batch[V]) takeRest(b *batch[V]) {
-	m, u, j := 0, 0, b.nextU
+	u := 0
 	for k := b.next; k < b.n; k++ {
-		h.kind[m] = b.kind[k]
-		b.pk[k].copyTo(h.pk[m])
+		h.kind[k-b.next] = b.kind[k]
+		b.pk[k].copyTo(h.pk[k-b.next])
 		if b.kind[k] == unicast {
-			h.out[u] = b.out[j]
+			h.out[u] = b.out[b.nextU+u]
 			u++
-			j++
 		}
-		m++
 	}
-	h.next, h.nextU, h.n = 0, 0, m
+	h.next, h.nextU, h.n = 0, 0, b.n-b.next
 }
 
 // look hands l's reader off if it is in the call it was in at the last
@@ -160,12 +159,7 @@ func (l *listener[V]) look() {
 		return
 	}
 	defer l.looking.Unlock()
-	l.s.lookAt(l)
-}
-
-// lookAt is look's work, under l.looking.
-func (s *Server[V]) lookAt(l *listener[V]) {
-	b := l.active.Load()
+	s, b := l.s, l.active.Load()
 	if b == nil {
 		return
 	}
@@ -235,16 +229,6 @@ type watcher[V any] struct {
 	mu sync.Mutex
 	ls []*listener[V]
 	on bool
-}
-
-func newWatcher[V any]() (*watcher[V], error) {
-	tk, err := newTicker()
-	if err != nil {
-		return nil, err
-	}
-	w := &watcher[V]{tk: tk, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go w.run()
-	return w, nil
 }
 
 // add registers l, which armed and found itself unregistered.
