@@ -69,10 +69,10 @@ func (s *Server[V]) keysOf(port uint16, addr netip.Addr, v6Only bool) (k4, k6 so
 	return k4, k6
 }
 
-// acquire takes a use of the kernel sockets of addr's keys on port,
+// acquire takes a use of the kernel sockets of a's keys (with v6Only),
 // opening those not open; on an error it takes none.
-func (s *Server[V]) acquire(port uint16, addr netip.Addr, v6Only bool) error {
-	k4, k6 := s.keysOf(port, addr, v6Only)
+func (s *Server[V]) acquire(a netip.AddrPort, v6Only bool) error {
+	k4, k6 := s.keysOf(a.Port(), a.Addr(), v6Only)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
@@ -99,8 +99,8 @@ func (s *Server[V]) acquire(port uint16, addr netip.Addr, v6Only bool) error {
 }
 
 // release gives back a use that acquire took.
-func (s *Server[V]) release(port uint16, addr netip.Addr, v6Only bool) {
-	k4, k6 := s.keysOf(port, addr, v6Only)
+func (s *Server[V]) release(a netip.AddrPort, v6Only bool) {
+	k4, k6 := s.keysOf(a.Port(), a.Addr(), v6Only)
 	s.mu.Lock()
 	for _, k := range []sockKey{k4, k6} {
 		if k.addr.IsValid() {
@@ -188,9 +188,9 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 	}}
 	pc, err := lc.ListenPacket(context.Background(), network, addr.String())
 	if err == nil {
-		l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), window: s.opts.Batch}
+		l := &listener[V]{s: s, port: k.port, addr: k.addr, conn: pc.(*net.UDPConn), v6: v6, window: s.opts.Batch}
 		l.more.Store(more)
-		if err = l.setup(v6); err == nil {
+		if err = l.setup(); err == nil {
 			return l, nil
 		}
 		_ = l.conn.Close()
@@ -200,7 +200,7 @@ func (s *Server[V]) listen(k sockKey, more bool) (*listener[V], error) {
 
 // setup claims the port for l's socket, just bound, steers flows among
 // its group's readers, and asks for each datagram's packet info.
-func (l *listener[V]) setup(v6 bool) error {
+func (l *listener[V]) setup() error {
 	s := l.s
 	var err, serr error
 	if l.rc, err = l.conn.SyscallConn(); err != nil {
@@ -211,7 +211,7 @@ func (l *listener[V]) setup(v6 bool) error {
 		if serr == nil && s.opts.Readers > 1 {
 			// A kernel that refuses the program spreads by its own hash,
 			// which still keeps each flow to one reader.
-			_ = steerFlows(int(fd), v6, s.opts.Readers)
+			_ = steerFlows(int(fd), l.v6, s.opts.Readers)
 		}
 	}); err == nil {
 		err = serr
@@ -219,12 +219,12 @@ func (l *listener[V]) setup(v6 bool) error {
 	if err != nil {
 		return err
 	}
-	if v6 {
-		l.p6 = ipv6.NewPacketConn(l.conn)
-		err = l.p6.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
+	if l.v6 {
+		p := ipv6.NewPacketConn(l.conn)
+		l.pc, err = p, p.SetControlMessage(ipv6.FlagDst|ipv6.FlagInterface, true)
 	} else {
-		l.p4 = ipv4.NewPacketConn(l.conn)
-		err = l.p4.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
+		p := ipv4.NewPacketConn(l.conn)
+		l.pc, err = p, p.SetControlMessage(ipv4.FlagDst|ipv4.FlagInterface, true)
 	}
 	if err != nil {
 		return fmt.Errorf("packet info: %w", err)
@@ -449,7 +449,7 @@ func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error)
 // on its interface, and the table gives it only that interface's sockets.
 func (l *listener[V]) covers(addr netip.Addr, v6Only bool) bool {
 	k4, k6 := l.s.keysOf(l.port, addr.WithZone(""), v6Only)
-	if l.p6 != nil {
+	if l.v6 {
 		return k6.addr == l.addr.WithZone("")
 	}
 	return k4.addr == l.addr

@@ -84,8 +84,8 @@ type listener[V any] struct {
 	// closed and the address, taken back while draining, keeps this one.
 	more atomic.Bool
 	conn *net.UDPConn
-	p4   *ipv4.PacketConn // one of p4 and p6 is set
-	p6   *ipv6.PacketConn
+	pc   packetConn // x/net's view of conn, of its family
+	v6   bool
 	// closing is set when the port went out of use, stopping when the
 	// server stops: either makes a failed read the reader's last.
 	closing, stopping atomic.Bool
@@ -169,18 +169,19 @@ func (c *counters) addTo(st *Stats) {
 	}
 }
 
-func (l *listener[V]) writeBatch(ms []ipv4.Message) (int, error) {
-	if l.p6 != nil {
-		return l.p6.WriteBatch(ms, 0)
-	}
-	return l.p4.WriteBatch(ms, 0)
+// packetConn is what the server uses of x/net's ipv4.PacketConn and
+// ipv6.PacketConn, whose Message types are one type.
+type packetConn interface {
+	ReadBatch(ms []ipv4.Message, flags int) (int, error)
+	WriteBatch(ms []ipv4.Message, flags int) (int, error)
+	JoinGroup(ifi *net.Interface, group net.Addr) error
 }
 
 // replyControl returns the control message that makes a datagram leave
 // from src (unless it is the zero Addr or of the other family) and, if
 // ifindex is not 0, out of that interface.
 func (l *listener[V]) replyControl(src netip.Addr, ifindex int) []byte {
-	v4 := l.p6 == nil
+	v4 := !l.v6
 	if src = src.Unmap(); src.Is4() != v4 {
 		src = netip.Addr{}
 	}
@@ -407,11 +408,14 @@ func (bs *batches[V]) put(b *batch[V]) {
 	}
 }
 
+// take returns the batch of l's reader, taking one from the server's
+// batches if it has none.
 func (l *listener[V]) take() *batch[V] {
-	b := l.s.getBatch(l)
-	l.cur = b
-	l.active.Store(b)
-	return b
+	if l.cur == nil {
+		l.cur = l.s.getBatch(l)
+		l.active.Store(l.cur)
+	}
+	return l.cur
 }
 
 // release returns the batch of l's reader, which has nothing to handle,
@@ -452,7 +456,7 @@ func (b *batch[V]) lookUp(n int) {
 		}
 	}
 	uncounted := copies
-	if mcast != 0 && l.s.opts.PerAddress && !l.addr.IsUnspecified() && l.s.hasWildcard(l.port, l.p6 != nil) {
+	if mcast != 0 && l.s.opts.PerAddress && !l.addr.IsUnspecified() && l.s.hasWildcard(l.port, l.v6) {
 		uncounted += mcast // the wildcard's kernel socket counts its copy
 	}
 	l.c[nReceived].Add(uint64(n - uncounted))
@@ -524,7 +528,10 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call 
 	}
 	switch {
 	case c != nil && mcast:
-		b.copyToConn(c, i) // the other receivers read the buffer too
+		// A copy: the other receivers read the buffer too.
+		if p := b.copyOf(i); !c.push(p) {
+			c.pool.Put(p)
+		}
 		b.delivered++
 	case c != nil:
 		b.toConn(c, i)
@@ -573,23 +580,18 @@ func (b *batch[V]) callUnicast(r *Request[V]) bool {
 	return handed
 }
 
-// request returns a new Request for p, a datagram for s, whose value is v.
+// request returns a new Request, never handed out before, for p, a
+// datagram for s, whose value is v.
 func (b *batch[V]) request(p *packet, s *demux.Socket[V], v V) *Request[V] {
-	r := b.newRequest()
-	*r = Request[V]{
-		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
-		Multicast: p.mcast, Socket: s, Value: v, b: b,
-	}
-	return r
-}
-
-// newRequest returns a Request never handed out before.
-func (b *batch[V]) newRequest() *Request[V] {
 	if len(b.reqs) == 0 {
 		b.reqs = make([]Request[V], len(b.msgs))
 	}
 	r := &b.reqs[0]
 	b.reqs = b.reqs[1:]
+	*r = Request[V]{
+		Payload: p.buf[:p.n], Src: p.src, Dst: netip.AddrPortFrom(p.dst, b.l.port), Ifindex: p.ifindex,
+		Multicast: p.mcast, Socket: s, Value: v, b: b,
+	}
 	return r
 }
 
@@ -623,7 +625,7 @@ func (b *batch[V]) unreachable(i int) {
 // deliver it.
 func (b *batch[V]) parse(i int) kind {
 	l, m, p := b.l, &b.msgs[i], b.pk[i]
-	c := parseControl(m.OOB[:m.NN], l.p6 != nil)
+	c := parseControl(m.OOB[:m.NN], l.v6)
 	if c.hasDrop {
 		l.c[nKernelDrops].Store(uint64(c.drops))
 	}
@@ -634,7 +636,7 @@ func (b *batch[V]) parse(i int) kind {
 	if !p.src.IsValid() || !c.ok {
 		return skip
 	}
-	if l.p6 == nil {
+	if !l.v6 {
 		p.src = netip.AddrPortFrom(p.src.Addr().Unmap(), p.src.Port())
 	}
 	p.n, p.dst, p.ifindex, p.specDst, p.tos, p.mcast = m.N, c.dst, c.ifindex, c.specDst, c.tos, false
@@ -654,14 +656,6 @@ func (b *batch[V]) toConn(c *Conn, i int) {
 	if c.push(b.pk[i]) {
 		b.pk[i] = b.l.s.getPacket()
 		b.msgs[i].Buffers[0] = b.pk[i].buf
-	}
-}
-
-// copyToConn queues a copy of msgs[i] for c: a multicast datagram may
-// have several receivers.
-func (b *batch[V]) copyToConn(c *Conn, i int) {
-	if p := b.copyOf(i); !c.push(p) {
-		c.pool.Put(p)
 	}
 }
 
@@ -703,7 +697,7 @@ func (b *batch[V]) queue(r *Request[V], p []byte) {
 func (b *batch[V]) flush() {
 	ms := b.replies[:b.nreply]
 	for len(ms) > 0 {
-		n, err := b.l.writeBatch(ms)
+		n, err := b.l.pc.WriteBatch(ms, 0)
 		n = max(n, 0) // x/net reports -1 with an error on the first message
 		b.l.c[nReplies].Add(uint64(n))
 		ms = ms[n:]

@@ -108,10 +108,7 @@ const drainsQueue = true
 // queued, so that rc.Read waits for the socket to become readable; the
 // batch goes back to the pool meanwhile.
 func (l *listener[V]) tryRead(fd uintptr) bool {
-	b := l.cur
-	if b == nil {
-		b = l.take()
-	}
+	b := l.take()
 	want := min(l.window, len(b.msgs))
 	b.rx.prepare(b.msgs[:want])
 	n, e := b.rx.recvmmsg(fd, want)

@@ -18,18 +18,9 @@ func newReceiver(int) *receiver { return &receiver{} }
 // datagrams read. Outside Linux the reader keeps its batch while it
 // waits: ReadBatch blocks with the buffers it was given.
 func (l *listener[V]) readBatch() (*batch[V], int, error) {
-	b := l.cur
-	if b == nil {
-		b = l.take()
-	}
+	b := l.take()
 	ms := b.msgs[:min(l.window, len(b.msgs))]
-	var n int
-	var err error
-	if l.p6 != nil {
-		n, err = l.p6.ReadBatch(ms, 0)
-	} else {
-		n, err = l.p4.ReadBatch(ms, 0)
-	}
+	n, err := l.pc.ReadBatch(ms, 0)
 	if err != nil {
 		return b, 0, err
 	}

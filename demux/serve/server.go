@@ -185,24 +185,17 @@ func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
 	// each socket's bind opens its address's, and the port's event only
 	// reaches the caller's hook.
 	if o.PerAddress {
-		cfg.OnAddr = guard(cfg.OnAddr, func(a netip.AddrPort, v6Only bool) error {
-			return s.acquire(a.Port(), a.Addr(), v6Only)
-		}, func(a netip.AddrPort, v6Only bool) {
-			s.release(a.Port(), a.Addr(), v6Only)
-		})
+		cfg.OnAddr = guard(cfg.OnAddr, s.acquire, s.release)
 	} else {
 		user := cfg.OnPort
 		var onPort func(netip.AddrPort, bool, bool) error
 		if user != nil {
 			onPort = func(a netip.AddrPort, _, inUse bool) error { return user(a.Port(), inUse) }
 		}
-		hook := guard(onPort, func(a netip.AddrPort, _ bool) error {
-			return s.acquire(a.Port(), any6, false)
-		}, func(a netip.AddrPort, _ bool) {
-			s.release(a.Port(), any6, false)
-		})
+		// The port's wildcards: the keys of a dual-stack "::".
+		hook := guard(onPort, s.acquire, s.release)
 		cfg.OnPort = func(port uint16, inUse bool) error {
-			return hook(netip.AddrPortFrom(netip.Addr{}, port), false, inUse)
+			return hook(netip.AddrPortFrom(any6, port), false, inUse)
 		}
 	}
 	t, err := demux.New[V](cfg)
@@ -354,10 +347,7 @@ func (s *Server[V]) JoinGroup(port uint16, ifindex int, group netip.Addr) error 
 		}
 	}
 	ga := &net.UDPAddr{IP: group.AsSlice()}
-	if l.p6 != nil {
-		return l.p6.JoinGroup(ifi, ga)
-	}
-	return l.p4.JoinGroup(ifi, ga)
+	return l.pc.JoinGroup(ifi, ga)
 }
 
 // WriteTo sends b to the address to from the port's kernel socket, with
