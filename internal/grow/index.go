@@ -187,8 +187,8 @@ type Probe[K any, E any] struct {
 }
 
 // Probe returns the line for hash h: the first half of Get, which loads
-// the line. A caller that checks keys itself scans it with Tagged and At;
-// find is the other half of Get.
+// the line. A caller that checks keys itself scans it with Tagged and At,
+// as Get does with the map's key function, then calls Chained.
 func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	t := m.cur()
 	for {
@@ -200,25 +200,9 @@ func (m *Map[K, E]) Probe(h uint64) Probe[K, E] {
 	}
 }
 
-// find returns the value of key k, whose hash is h, in p's line.
-func (p Probe[K, E]) find(h uint64, k K) (Val[E], bool) {
-	for b := matches(p.word, p.tag); b != 0; b &= b - 1 {
-		j := bits.TrailingZeros64(b) >> 3
-		if e := p.l.first[j].Load(); e != nil && p.is(e, k) {
-			return Val[E]{First: e}, true
-		}
-	}
-	for n := p.l.over.Load(); n != nil; n = n.Next {
-		if n.Hash == h && p.is(n.Val.First, k) {
-			return n.Val, true
-		}
-	}
-	return Val[E]{}, false
-}
-
 // Tagged returns the positions of p's line whose tag may be the key's:
 // the high bit of byte j is set for position j. Scan them with At, then
-// call Chained: a caller that checks keys itself, inline, spares find's
+// call Chained: a caller that checks keys itself, inline, spares Get's
 // call of the map's key function.
 func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 
@@ -227,7 +211,7 @@ func (p Probe[K, E]) Tagged() uint64 { return matches(p.word, p.tag) }
 func (p Probe[K, E]) At(b uint64) *E { return p.l.first[bits.TrailingZeros64(b)>>3].Load() }
 
 // Chained returns the value of key k, whose hash is h, in the overflow
-// chain of p's line, which find searches after the positions.
+// chain of p's line, which Get searches after the positions.
 func (p Probe[K, E]) Chained(h uint64, k K) (Val[E], bool) {
 	for n := p.l.over.Load(); n != nil; n = n.Next {
 		if n.Hash == h && p.is(n.Val.First, k) {
@@ -284,7 +268,15 @@ func (m *Map[K, E]) Guess(hs []uint64, es []*E) {
 
 // Get returns the value of key k, whose hash is h. It takes no lock, and
 // the value it returns was k's at some moment during the call.
-func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) { return m.Probe(h).find(h, k) }
+func (m *Map[K, E]) Get(h uint64, k K) (Val[E], bool) {
+	p := m.Probe(h)
+	for b := p.Tagged(); b != 0; b &= b - 1 {
+		if e := p.At(b); e != nil && p.is(e, k) {
+			return Val[E]{First: e}, true
+		}
+	}
+	return p.Chained(h, k)
+}
 
 // Update sets the value of key k, whose hash is h, to what f returns
 // given its present value (ok reports whether there is one): keep false
@@ -387,13 +379,14 @@ func add[E any](l *line[E], w, tag, h uint64, v Val[E]) {
 // shrinks it below one key per two lines, unless another writer is
 // resizing.
 func (m *Map[K, E]) maybeResize(o *lockorder.Guard) {
+	// need returns the lines t should have instead, or 0.
 	need := func(t *table[E]) int {
 		n, lines := m.count.Load(), int64(len(t.lines))
 		switch {
 		case n > maxLoad*lines:
-			return 1
+			return 2 * len(t.lines)
 		case 2*n < lines && lines > minLines:
-			return -1
+			return len(t.lines) / 2
 		}
 		return 0
 	}
@@ -402,11 +395,8 @@ func (m *Map[K, E]) maybeResize(o *lockorder.Guard) {
 	}
 	defer func() { o.Unlocking(lockorder.Resize, &m.resizing).Unlock() }()
 	t := m.cur()
-	switch need(t) {
-	case 1:
-		m.resize(o, t, 2*len(t.lines))
-	case -1:
-		m.resize(o, t, len(t.lines)/2)
+	if n := need(t); n != 0 {
+		m.resize(o, t, n)
 	}
 }
 
