@@ -53,8 +53,7 @@ func connIs(e *lookup.Entry, k connKey) bool {
 		lookup.KeyOf(e.Flags, e.V4, e.V6) == k.local
 }
 
-// addrKeyOf and connKeyOf return the key e is stored under, for Verify's
-// reports.
+// addrKeyOf and connKeyOf return the key e is stored under.
 func addrKeyOf(e *lookup.Entry) addrKey {
 	return addrKey{lookup.KeyOf(e.Flags, e.V4, e.V6), e.Port, e.Device}
 }

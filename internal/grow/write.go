@@ -195,9 +195,6 @@ func (hd heads) with(i int, e *lookup.Entry) heads {
 	default:
 		all[i] = e
 	}
-	if len(all) == 0 {
-		return heads{}
-	}
 	out := heads{First: all[0]}
 	if len(all) > 1 {
 		rest := all[1:]
@@ -216,7 +213,6 @@ func inConns(e *lookup.Entry) bool { return e.Has(lookup.Connected) && !e.IsWild
 // and reports whether the key held more than one entry before and after.
 // pr is e's port, locked.
 func (g *Engine) update(pr *Port, e *lookup.Entry, f func(heads) heads) (before, after bool) {
-	key := e.Key()
 	apply := func(old Val[lookup.Entry], _ bool) (Val[lookup.Entry], bool) {
 		before = heads(old).many()
 		hd := f(heads(old))
@@ -224,10 +220,10 @@ func (g *Engine) update(pr *Port, e *lookup.Entry, f func(heads) heads) (before,
 		return Val[lookup.Entry](hd), hd.First != nil
 	}
 	if inConns(e) {
-		k := connKey{local: key, remote: e.Remote, lport: e.Port, rport: e.RemotePort}
+		k := connKeyOf(e)
 		g.conns.Update(pr.ord, g.connHash(&k), k, apply)
 	} else {
-		k := addrKey{key, e.Port, e.Device}
+		k := addrKeyOf(e)
 		g.addrs.Update(pr.ord, g.addrHash(k), k, apply)
 	}
 	return before, after
