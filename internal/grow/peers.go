@@ -2,6 +2,7 @@ package grow
 
 import (
 	"math/bits"
+	"slices"
 	"sync/atomic"
 
 	"github.com/udpdemux/udpdemux/lookup"
@@ -113,31 +114,22 @@ func (f *peerFilter) add(h uint64) {
 // peer needs it.
 func (f *peerFilter) remove(h uint64) {
 	b := h >> (f.shift & 63)
-	left := 0
+	var needed bool
 	if f.count != nil {
-		if f.count[b] == maxCount {
-			left = maxCount
-		} else {
+		if f.count[b] < maxCount {
 			f.count[b]--
-			left = int(f.count[b])
 		}
+		needed = f.count[b] != 0
 	} else {
-		for i, x := range f.small {
-			if x == uint16(b) {
-				last := len(f.small) - 1
-				f.small[i] = f.small[last]
-				f.small = f.small[:last]
-				break
-			}
+		if i := slices.Index(f.small, uint16(b)); i >= 0 {
+			last := len(f.small) - 1
+			f.small[i] = f.small[last]
+			f.small = f.small[:last]
 		}
-		for _, x := range f.small {
-			if x == uint16(b) {
-				left++
-			}
-		}
+		needed = slices.Contains(f.small, uint16(b))
 	}
 	f.n--
-	if left == 0 {
+	if !needed {
 		f.bits[b/64].And(^(uint64(1) << (b % 64)))
 	}
 }
