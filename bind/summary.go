@@ -2,6 +2,7 @@ package bind
 
 import (
 	"maps"
+	"slices"
 
 	"github.com/udpdemux/udpdemux/lookup"
 )
@@ -46,10 +47,10 @@ type classes struct {
 	more  []class
 }
 
-func (cs *classes) add(a attrs, d int) (empty bool) {
+func (cs *classes) add(a attrs, d int) {
 	if cs.first.n > 0 && cs.first.a == a {
 		cs.first.n += d
-	} else if i := cs.index(a); i >= 0 {
+	} else if i := slices.IndexFunc(cs.more, func(c class) bool { return c.a == a }); i >= 0 {
 		cs.more[i].n += d
 		if cs.more[i].n == 0 {
 			cs.more = append(cs.more[:i], cs.more[i+1:]...)
@@ -62,16 +63,6 @@ func (cs *classes) add(a attrs, d int) (empty bool) {
 	if cs.first.n == 0 && len(cs.more) > 0 {
 		cs.first, cs.more = cs.more[len(cs.more)-1], cs.more[:len(cs.more)-1]
 	}
-	return cs.first.n == 0
-}
-
-func (cs *classes) index(a attrs) int {
-	for i := range cs.more {
-		if cs.more[i].a == a {
-			return i
-		}
-	}
-	return -1
 }
 
 // Summary is what a port's bind checks read instead of its sockets, in
@@ -141,10 +132,7 @@ func (m *keyed[K]) keys() int { return len(m.ones) + len(m.cells) + len(m.more) 
 // stay O(1) amortized.
 func (m *keyed[K]) fit() {
 	n := m.keys()
-	if n > m.peak {
-		m.peak = n
-		return
-	}
+	m.peak = max(m.peak, n)
 	if m.peak < compactMin || n > m.peak/4 {
 		return
 	}
@@ -201,12 +189,7 @@ func attrsOf6(k lookup.Addr16, c cell) attrs {
 
 // add counts d sockets of attributes a under key k; fold makes a's cell.
 func (m *keyed[K]) add(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
-	m.count(k, a, d, fold)
-	m.fit()
-}
-
-// count is add without fit.
-func (m *keyed[K]) count(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
+	defer m.fit()
 	c, ok := fold(a)
 	if _, one := m.ones[k]; one {
 		if d == -1 && ok && same(c, m.common) {
@@ -216,21 +199,15 @@ func (m *keyed[K]) count(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
 		// k gets a second socket, or a count ones cannot hold: its one
 		// socket moves to a cell, and k is counted there.
 		delete(m.ones, k)
-		if m.cells == nil {
-			m.cells = map[K]cell{}
-		}
 		first := m.common
 		first.n = 1
-		m.cells[k] = first
+		put(&m.cells, k, first)
 	} else if _, taken := m.cells[k]; d == 1 && ok && !taken && len(m.more[k]) == 0 {
 		if len(m.ones) == 0 {
 			m.common = c
 		}
 		if same(c, m.common) {
-			if m.ones == nil {
-				m.ones = map[K]struct{}{}
-			}
-			m.ones[k] = struct{}{}
+			put(&m.ones, k, struct{}{})
 			return
 		}
 	}
@@ -258,17 +235,19 @@ func (m *keyed[K]) count(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
 		}
 	}
 	if _, taken := m.cells[k]; ok && !taken {
-		if m.cells == nil {
-			m.cells = map[K]cell{}
-		}
 		c.n = int32(d)
-		m.cells[k] = c
+		put(&m.cells, k, c)
 		return
 	}
-	if m.more == nil {
-		m.more = map[K][]class{}
+	put(&m.more, k, append(ms, class{a, d}))
+}
+
+// put sets (*m)[k] to v, making *m first if it is nil.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = map[K]V{}
 	}
-	m.more[k] = append(ms, class{a, d})
+	(*m)[k] = v
 }
 
 // same reports whether a and b are one class (counts aside).
@@ -351,17 +330,15 @@ func wildAttrs(e *lookup.Entry) attrs {
 // socket of the wild class a: one stands in with an address of the class's
 // kind, since a wildcard overlaps all addresses of a kind alike.
 func wildConflicts(n *lookup.Entry, a attrs) bool {
-	var e lookup.Entry
-	e.Flags, e.Device, e.Owner = a.flags, a.dev, a.owner
 	switch a.kind {
 	case kindMapped:
-		e.V4, e.V6 = 1, lookup.Map4(1)
+		a.v4, a.v6 = 1, lookup.Map4(1)
 	case kindWild:
-		e.V6 = lookup.Wild6
+		a.v6 = lookup.Wild6
 	default:
-		e.V6, e.V4 = lookup.Addr16{Hi: 0x20010db8 << 32}, 1 // a non-mapped IPv6 address
+		a.v6, a.v4 = lookup.Addr16{Hi: 0x20010db8 << 32}, 1 // a non-mapped IPv6 address
 	}
-	return Conflicts(n, &e)
+	return a.conflicts(n)
 }
 
 // Add counts e in s (d = 1) or uncounts it (d = -1). What it does depends
