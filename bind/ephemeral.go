@@ -23,7 +23,7 @@ type Ephemeral struct {
 // socket that blocks n, and otherwise searches the ports that may be
 // shared with Bitmap.
 func (x *Ephemeral) Index(n *lookup.Entry, g *lockorder.Guard) bool {
-	took, search := x.Occ.takeFree(x.Rand, g, n, func(p uint16) bool { return x.take(p, n, g) })
+	took, search := x.Occ.takeFree(x.Rand, g, n, func(p uint16) { x.H1.LockPort(g, p) }, g.Unlock)
 	switch {
 	case took:
 		return true
@@ -31,19 +31,6 @@ func (x *Ephemeral) Index(n *lookup.Entry, g *lockorder.Guard) bool {
 		return false
 	}
 	return x.Bitmap(n, g)
-}
-
-// take locks p's primary slot and gives p to n if no socket holds it yet;
-// the index said it was free, but a concurrent bind may have taken it
-// since. On failure g holds nothing.
-func (x *Ephemeral) take(p uint16, n *lookup.Entry, g *lockorder.Guard) bool {
-	x.H1.LockPort(g, p)
-	if !x.Occ.InUse(p) { // exact under p's lock, which every writer of p holds
-		n.Port = p
-		return true
-	}
-	g.Unlock()
-	return false
 }
 
 // Bitmap is Linux's search (udp_lib_get_port since 2.6.30): from a random
@@ -131,15 +118,7 @@ func (x *Ephemeral) Linear(n *lookup.Entry, g *lockorder.Guard) bool {
 // as Linux's search is when the range is nearly full.
 func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *lookup.Entry, lock func(p uint16) P, unlock func(P), free func(P, *lookup.Entry) bool) (P, bool) {
 	var held P
-	took, search := o.takeFree(rnd, g, n, func(p uint16) bool {
-		held = lock(p)
-		if !o.InUse(p) { // exact under p's lock, which every writer of p holds
-			n.Port = p
-			return true
-		}
-		unlock(held)
-		return false
-	})
+	took, search := o.takeFree(rnd, g, n, func(p uint16) { held = lock(p) }, func() { unlock(held) })
 	switch {
 	case took:
 		return held, true

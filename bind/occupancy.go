@@ -53,25 +53,26 @@ const (
 // nil if it was never made). The caller holds p's lock; writers of other
 // ports of a page or directory may race to make it, and one wins.
 func (o *Occupancy) count(p uint16, create bool) *portCount {
-	d := &o.counts[p/(countPage*countDir)]
-	dir := d.Load()
+	dir := made(&o.counts[p/(countPage*countDir)], create)
 	if dir == nil {
-		if !create {
-			return nil
-		}
-		d.CompareAndSwap(nil, new([countDir]atomic.Pointer[[countPage]portCount]))
-		dir = d.Load()
+		return nil
 	}
-	pg := &dir[p/countPage%countDir]
-	page := pg.Load()
+	page := made(&dir[p/countPage%countDir], create)
 	if page == nil {
-		if !create {
-			return nil
-		}
-		pg.CompareAndSwap(nil, new([countPage]portCount))
-		page = pg.Load()
+		return nil
 	}
 	return &page[p%countPage]
+}
+
+// made returns *at, first making it if it is nil and create is set (else
+// nil). Writers of different ports may race to make it; one wins.
+func made[T any](at *atomic.Pointer[T], create bool) *T {
+	v := at.Load()
+	if v == nil && create {
+		at.CompareAndSwap(nil, new(T))
+		v = at.Load()
+	}
+	return v
 }
 
 // sparseBits is a bitmap of the 65 536 ports in pages of 1024 ports,
@@ -97,13 +98,9 @@ func (b *sparseBits) word(w int) uint64 {
 // under a compare-and-swap since ports of one page have different locks.
 func (b *sparseBits) set(p uint16, on bool) {
 	w := int(p >> 6)
-	pg := b.pages[w/pageWords].Load()
+	pg := made(&b.pages[w/pageWords], on)
 	if pg == nil {
-		if !on {
-			return
-		}
-		b.pages[w/pageWords].CompareAndSwap(nil, new([pageWords]atomic.Uint64))
-		pg = b.pages[w/pageWords].Load()
+		return
 	}
 	if on {
 		pg[w%pageWords].Or(1 << (p & 63))
@@ -232,18 +229,28 @@ const sampleTries = 4
 // by a concurrent bind before the caller locks it.
 const indexTries = 8
 
-// takeFree picks a port of the range that holds no socket, uniformly, and
-// offers it to take, which locks the port, confirms that it is still free
-// (InUse, exact under the port's lock) and keeps it, or declines. It first
+// takeFree picks a port of the range that holds no socket, uniformly,
+// locks it with lock, and keeps it, with n.Port set, if it is still free
+// (InUse, exact under the port's lock), or releases it with unlock: a
+// concurrent bind may have taken it since the index said so. It first
 // draws a few ports at random: rejection sampling, uniform over the free
 // ports and cheap when many are free. Only when those miss does it count
 // the free ports and pick among them, which is uniform too. It reports
-// whether take kept a port; if not, search says whether a port that holds
+// whether it kept a port; if not, search says whether a port that holds
 // sockets may still take n, which only a search of the used ports can
 // tell (false: every port holds a socket that blocks n outright). Its
 // draws take the random source's lock through g, the write's Guard, which
-// holds nothing between take's calls.
-func (o *Occupancy) takeFree(rnd *Rand, g *lockorder.Guard, n *lookup.Entry, take func(uint16) bool) (took, search bool) {
+// holds nothing between the ports it tries.
+func (o *Occupancy) takeFree(rnd *Rand, g *lockorder.Guard, n *lookup.Entry, lock func(uint16), unlock func()) (took, search bool) {
+	take := func(p uint16) bool {
+		lock(p)
+		if !o.InUse(p) { // exact under p's lock, which every writer of p holds
+			n.Port = p
+			return true
+		}
+		unlock()
+		return false
+	}
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
 	for range sampleTries {
