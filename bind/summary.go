@@ -443,15 +443,7 @@ func (s *Summary) Equal(b *Summary) bool {
 	if s.devs == nil || b.devs == nil {
 		return s.devs == b.devs
 	}
-	if !s.devs.all.Equal(&b.devs.all) || len(s.devs.by) != len(b.devs.by) {
-		return false
-	}
-	for dev, x := range s.devs.by {
-		if y := b.devs.by[dev]; y == nil || !x.Equal(y) {
-			return false
-		}
-	}
-	return true
+	return s.devs.all.Equal(&b.devs.all) && maps.EqualFunc(s.devs.by, b.devs.by, (*Summary).Equal)
 }
 
 // sameClasses reports whether a and b hold the same classes and counts.
