@@ -24,11 +24,8 @@ type Ephemeral struct {
 // shared with Bitmap.
 func (x *Ephemeral) Index(n *lookup.Entry, g *lockorder.Guard) bool {
 	took, search := x.Occ.takeFree(x.Rand, g, n, func(p uint16) { x.H1.LockPort(g, p) }, g.Unlock)
-	switch {
-	case took:
-		return true
-	case !search:
-		return false
+	if took || !search {
+		return took
 	}
 	return x.Bitmap(n, g)
 }
@@ -119,11 +116,8 @@ func (x *Ephemeral) Linear(n *lookup.Entry, g *lockorder.Guard) bool {
 func Choose[P any](o *Occupancy, rnd *Rand, g *lockorder.Guard, n *lookup.Entry, lock func(p uint16) P, unlock func(P), free func(P, *lookup.Entry) bool) (P, bool) {
 	var held P
 	took, search := o.takeFree(rnd, g, n, func(p uint16) { held = lock(p) }, func() { unlock(held) })
-	switch {
-	case took:
-		return held, true
-	case !search:
-		return held, false
+	if took || !search {
+		return held, took
 	}
 	r := o.Range
 	remaining := int(r.High-r.Low) + 1
