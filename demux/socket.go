@@ -53,8 +53,9 @@ func (s *Socket[V]) table() *Table[V] {
 }
 
 // setBound records what s keeps of the options o it is bound with in t,
-// and scope, the interface its link-local address is scoped to (0: none).
-func (s *Socket[V]) setBound(t *Table[V], o Options, scope int) {
+// with V6Only as Linux leaves it (v6only), and scope, the interface its
+// link-local address is scoped to (0: none).
+func (s *Socket[V]) setBound(t *Table[V], o Options, v6only bool, scope int) {
 	s.h = &t.home
 	if z := o.Addr.Zone(); z != "" || scope != 0 {
 		s.h = &home[V]{t: t, zone: z, scope: scope}
@@ -70,7 +71,7 @@ func (s *Socket[V]) setBound(t *Table[V], o Options, scope int) {
 	if o.ReusePort {
 		f |= optReusePort
 	}
-	if o.V6Only {
+	if v6only {
 		f |= optV6Only
 	}
 	s.s.Opts = f

@@ -99,14 +99,9 @@ func New[V any](cfg Config) (*Table[V], error) {
 		t.w = &writes[V, *grow.Port, *grow.Engine]{t: t, e: t.g}
 		return t, nil
 	}
-	h1, err := hash1.New(cfg.Slots)
-	if err != nil {
-		return nil, &OpError{Op: "new", Err: err}
-	}
-	h2, err := hash2.New(cfg.Slots, rnd.Uint64())
-	if err != nil {
-		return nil, &OpError{Op: "new", Err: err}
-	}
+	// Neither table refuses Slots, which is valid (checked above).
+	h1, _ := hash1.New(cfg.Slots)
+	h2, _ := hash2.New(cfg.Slots, rnd.Uint64())
 	t.seed = flowSeed(rnd, cfg.FlowSeed)
 	c := fixed.Config{H1: h1, H2: h2, Occ: &t.occ, Rand: rnd, Threshold: threshold, Seed: t.seed}
 	switch cfg.Strategy {
@@ -117,13 +112,12 @@ func New[V any](cfg Config) (*Table[V], error) {
 	default:
 		c.Rule, c.Strategy = bind.HybridRule(threshold), fixed.Hybrid
 	}
+	// EphemeralIndex leaves Choose nil, which is fixed's default.
 	switch cfg.Ephemeral {
 	case EphemeralBitmap:
 		c.Choose = (*bind.Ephemeral).Bitmap
 	case EphemeralLinear:
 		c.Choose = (*bind.Ephemeral).Linear
-	default:
-		c.Choose = (*bind.Ephemeral).Index
 	}
 	t.f = fixed.New(c)
 	t.w = &writes[V, *fixed.Held, *fixed.Engine]{t: t, e: t.f}

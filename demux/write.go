@@ -29,21 +29,16 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 		return nil, opError("bind", o, err)
 	}
 	s := new(Socket[V])
-	s.setBound(t, o, l.Device)
-	e := &lookup.Entry{Face: lookup.Face{Port: o.Port, Device: int32(o.Device), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
+	s.setBound(t, o, l.Flags&lookup.V6Only != 0, l.Device)
+	// l.Device, a link-local address's interface, is o.Device if that is
+	// set: ipv6.Bind refuses another.
+	e := &lookup.Entry{Face: lookup.Face{Port: o.Port, Device: int32(max(o.Device, l.Device)), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	l.SetOn(e)
-	if l.Device != 0 {
-		e.Device = int32(l.Device)
-	}
 	if o.ReuseAddr {
 		e.Flags |= lookup.ReuseAddr
 	}
 	if o.ReusePort {
 		e.Flags |= lookup.ReusePort
-	}
-	s.s.Opts &^= optV6Only
-	if e.Has(lookup.V6Only) {
-		s.s.Opts |= optV6Only
 	}
 
 	if err := t.w.bind(s, e, o); err != nil {
