@@ -95,12 +95,11 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 	if !a.IsValid() {
 		return Local{}, fmt.Errorf("invalid local address: %w", syscall.EINVAL)
 	}
-	var l Local
 	idx, err := scopeOf(a, device, zi)
 	if err != nil {
 		return Local{}, err
 	}
-	l.Device = idx
+	l := Local{Device: idx}
 	a = a.WithZone("")
 	switch {
 	case a.Is4():
@@ -108,7 +107,7 @@ func Bind(a netip.Addr, v6only bool, device int, zi ZoneIndex) (Local, error) {
 			return Local{}, fmt.Errorf("V6Only on IPv4 address %v: %w", a, syscall.EINVAL)
 		}
 		l.Flags = lookup.HasV4
-		l.V4 = v4(a)
+		l.V4 = lookup.V4(a)
 		l.V6 = lookup.Map4(l.V4)
 	case a.Is4In6():
 		// A v4-mapped address is IPv4 traffic, which V6Only refuses
@@ -143,11 +142,6 @@ func (l Local) isWild() bool { return l.key() == lookup.Wild4 }
 
 // key returns the secondary-table key of the local side (lookup.KeyOf).
 func (l Local) key() lookup.Addr16 { return lookup.KeyOf(l.Flags, l.V4, l.V6) }
-
-func v4(a netip.Addr) uint32 {
-	b := a.As4()
-	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
-}
 
 // addrFlags are the flags of an entry that state its local side.
 const addrFlags = lookup.Is6 | lookup.V6Only | lookup.HasV4 | lookup.HasV6

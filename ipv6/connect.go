@@ -8,13 +8,11 @@ import (
 	"github.com/udpdemux/udpdemux/lookup"
 )
 
-// Peer is a validated remote address: its 16-byte form (IPv4 mapped), the
-// address the socket reports, and the interface a link-local peer's zone
-// names.
+// Peer is a validated remote address: its 16-byte form (IPv4 mapped) and
+// the interface a link-local peer's zone names.
 type Peer struct {
 	Addr   lookup.Addr16
 	Port   uint16
-	ap     netip.AddrPort
 	Device int
 }
 
@@ -103,12 +101,7 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 	if is6 && !v4peer && l.V6.IsMapped() {
 		return Peer{}, fmt.Errorf("IPv6 peer %v on a socket with a v4-mapped local address: %w", pa, syscall.EAFNOSUPPORT)
 	}
-	pa = pa.WithZone("")
-	p.Addr = lookup.Addr16Of(pa)
-	if is6 && pa.Is4() {
-		pa = netip.AddrFrom16(pa.As16())
-	}
-	p.ap = netip.AddrPortFrom(pa, peer.Port())
+	p.Addr = lookup.Addr16Of(pa.WithZone(""))
 	return p, nil
 }
 
@@ -119,8 +112,8 @@ func checkPeer(l Local, dev int, peer netip.AddrPort, zi ZoneIndex) (Peer, error
 // routing found none: l stays a wildcard for an IPv4 peer, and an IPv6
 // peer fails with EADDRNOTAVAIL, as in Linux.
 func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
-	pa := p.ap.Addr()
 	v4peer := p.Addr.IsMapped()
+	pa := p.Addr.Addr(v4peer && l.Flags&lookup.Is6 == 0) // as the socket reports it
 	if !l.isWild() {
 		if bound := l.V6.Addr(l.Flags&lookup.Is6 == 0); src.IsValid() && src.Unmap() != bound.Unmap() {
 			return l, fmt.Errorf("source %v is not the bound address %v: %w", src, bound, syscall.EINVAL)
@@ -169,7 +162,7 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		if !src.Unmap().Is4() {
 			return l, fmt.Errorf("IPv6 source %v for IPv4 peer %v: %w", src, pa, syscall.EINVAL)
 		}
-		n.V4 = v4(src.Unmap())
+		n.V4 = lookup.V4(src.Unmap())
 		n.Flags &^= lookup.HasV6
 		n.V6 = lookup.Map4(n.V4)
 	default:
