@@ -37,9 +37,7 @@ type Config struct {
 // *Held expect it to hold its port's primary slot, as LockPort and
 // Ephemeral return it.
 type Engine struct {
-	h1       *hash1.Table
-	h2       *hash2.Table
-	tabs     tables // what lookups read: h1, h2, threshold, seed
+	tables   // what lookups read: h1, h2, threshold, seed
 	strategy Strategy
 	check    bind.Checker
 	eph      bind.Ephemeral
@@ -60,8 +58,8 @@ type Held struct {
 
 // New returns an engine over c's tables.
 func New(c Config) *Engine {
-	x := &Engine{h1: c.H1, h2: c.H2, choose: c.Choose, strategy: c.Strategy,
-		tabs: tables{h1: c.H1, h2: c.H2, threshold: c.Threshold, seed: c.Seed}}
+	x := &Engine{tables: tables{h1: c.H1, h2: c.H2, threshold: c.Threshold, seed: c.Seed},
+		choose: c.Choose, strategy: c.Strategy}
 	x.check = bind.Checker{H1: c.H1, H2: c.H2, Rule: c.Rule}
 	x.eph = bind.Ephemeral{Checker: x.check, Occ: c.Occ, Rand: c.Rand}
 	if x.choose == nil {

@@ -26,14 +26,14 @@ const (
 func (x *Engine) Lookup(q *lookup.Query) (r *lookup.Ref, p lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
-		r, p = x.tabs.onePhase(q), lookup.Primary
+		r, p = x.onePhase(q), lookup.Primary
 	case TwoPhase:
-		r, p = x.tabs.twoPhase(q), lookup.Secondary
+		r, p = x.twoPhase(q), lookup.Secondary
 	default:
-		r, p = x.tabs.hybrid(q)
+		r, p = x.hybrid(q)
 	}
 	if r == nil && lookup.ToPlaceholder(q) {
-		r = x.tabs.placeholderFallback(q)
+		r = x.placeholderFallback(q)
 	}
 	return r, p
 }
@@ -44,14 +44,14 @@ func (x *Engine) Lookup(q *lookup.Query) (r *lookup.Ref, p lookup.Path) {
 func (x *Engine) Multicast(q *lookup.Query, rs []*lookup.Entry) ([]*lookup.Entry, lookup.Path) {
 	switch x.strategy {
 	case OnePhase:
-		return x.tabs.matchPrimary(q, rs), lookup.Primary
+		return x.matchPrimary(q, rs), lookup.Primary
 	case TwoPhase:
-		if out, ok := x.tabs.matchSecondary(q, rs, -1); ok {
+		if out, ok := x.matchSecondary(q, rs, -1); ok {
 			return out, lookup.Secondary
 		}
-		return x.tabs.matchPrimary(q, rs), lookup.Fallback
+		return x.matchPrimary(q, rs), lookup.Fallback
 	}
-	return x.tabs.matchHybrid(q, rs)
+	return x.matchHybrid(q, rs)
 }
 
 // Tables returns the primary and secondary tables, for statistics.

@@ -16,50 +16,17 @@ import (
 // Call it when no write is in flight.
 func (x *Engine) Verify(bad func(format string, args ...any)) map[*lookup.Entry]bool {
 	h1, h2 := x.h1, x.h2
-	seen1 := map[*lookup.Entry]bool{}
-	groups := map[*lookup.Group]bool{}
-	for i := range h1.Len() {
-		c := &h1.At(i).Chain
-		if c.First() == nil && c.Len() == 0 {
-			continue
-		}
-		n := walk(c, lookup.OfPrimary, func(f string, a ...any) { bad("primary slot %d: "+f, append([]any{i}, a...)...) }, func(e *lookup.Entry) {
-			if h1.Index(e.Port) != i {
-				bad("primary slot %d holds port %d", i, e.Port)
-			}
-			if seen1[e] {
-				bad("entry %v:%d twice in the primary table", e.LocalAddr(), e.Port)
-			}
-			seen1[e] = true
-		})
-		if n != c.Len() {
-			bad("primary slot %d: count %d, chain %d", i, c.Len(), n)
-		}
-	}
-	seen2 := map[*lookup.Entry]bool{}
 	for i := range h2.Len() {
-		s := h2.At(i)
-		if s.Seq.Moving() {
+		if h2.At(i).Seq.Moving() {
 			bad("secondary slot %d: move in progress", i)
 		}
 		h2.VerifySummary(i, bad)
-		c := &s.Chain
-		if c.First() == nil && c.Len() == 0 {
-			continue
-		}
-		n := walk(c, lookup.OfSecondary, func(f string, a ...any) { bad("secondary slot %d: "+f, append([]any{i}, a...)...) }, func(e *lookup.Entry) {
-			if h2.IndexOf(e) != i {
-				bad("entry %v:%d in secondary slot %d, want %d", e.LocalAddr(), e.Port, i, h2.IndexOf(e))
-			}
-			if seen2[e] {
-				bad("entry %v:%d twice in the secondary table", e.LocalAddr(), e.Port)
-			}
-			seen2[e] = true
-		})
-		if n != c.Len() {
-			bad("secondary slot %d: count %d, chain %d", i, c.Len(), n)
-		}
 	}
+	seen1 := verifySlots("primary", h1.Len(), func(i int) *lookup.Chain { return &h1.At(i).Chain }, lookup.OfPrimary,
+		func(e *lookup.Entry) int { return h1.Index(e.Port) }, bad)
+	seen2 := verifySlots("secondary", h2.Len(), func(i int) *lookup.Chain { return &h2.At(i).Chain }, lookup.OfSecondary,
+		h2.IndexOf, bad)
+	groups := map[*lookup.Group]bool{}
 	if len(seen1) != len(seen2) {
 		bad("%d entries in the primary table, %d in the secondary", len(seen1), len(seen2))
 	}
@@ -101,22 +68,38 @@ func (x *Engine) Verify(bad func(format string, args ...any)) map[*lookup.Entry]
 	return seen1
 }
 
-// walk follows chain c, checking the back links, calls f for every entry
-// and returns the chain's length.
-func walk(c *lookup.Chain, of lookup.Link, bad func(string, ...any), f func(*lookup.Entry)) int {
-	n := 0
-	var prev *lookup.Node
-	for x := c.First(); x != nil; x = x.Next.Load() {
-		if x.Prev != prev {
-			bad("broken back link")
+// verifySlots checks the chains of a table, named name, of n slots, whose
+// slot i's chain is chain(i), linked through of: each chain's back links,
+// its end and its count, and that each entry is in the slot home gives,
+// once. It returns the entries the chains hold.
+func verifySlots(name string, n int, chain func(int) *lookup.Chain, of lookup.Link, home func(*lookup.Entry) int,
+	bad func(format string, args ...any)) map[*lookup.Entry]bool {
+	seen := map[*lookup.Entry]bool{}
+	for i := range n {
+		c := chain(i)
+		k := 0
+		var prev *lookup.Node
+		for x := c.First(); x != nil; x = x.Next.Load() {
+			if x.Prev != prev {
+				bad("%s slot %d: broken back link", name, i)
+			}
+			e := of(x)
+			if h := home(e); h != i {
+				bad("entry %v:%d in %s slot %d, want %d", e.LocalAddr(), e.Port, name, i, h)
+			}
+			if seen[e] {
+				bad("entry %v:%d twice in the %s table", e.LocalAddr(), e.Port, name)
+			}
+			seen[e] = true
+			prev = x
+			if k++; k > 1<<26 {
+				bad("%s slot %d: chain does not end", name, i)
+				break
+			}
 		}
-		f(of(x))
-		prev = x
-		n++
-		if n > 1<<26 {
-			bad("chain does not end")
-			break
+		if k != c.Len() {
+			bad("%s slot %d: count %d, chain %d", name, i, c.Len(), k)
 		}
 	}
-	return n
+	return seen
 }

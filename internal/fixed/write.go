@@ -19,28 +19,21 @@ func (x *Engine) Link(h *Held, e *lookup.Entry) {
 }
 
 // GroupOf returns the SO_REUSEPORT group that the unconnected ReusePort
-// entry e belongs in, making it if there is none; the caller adds e.
+// entry e belongs in, making it if there is none; the caller adds e. The
+// group e joins is that of an unconnected ReusePort socket with the same
+// address, port, device, family, V6Only and owner, other than e's own
+// socket. All such sockets share e's secondary slot, and the caller's
+// primary slot lock keeps them in place.
 func (x *Engine) GroupOf(h *Held, e *lookup.Entry) *lookup.Group {
-	if g := findGroup(x.h2.At(x.h2.IndexOf(e)).Chain.First(), e); g != nil {
-		return g
-	}
-	return new(lookup.Group)
-}
-
-// findGroup returns the SO_REUSEPORT group that e joins: that of an
-// unconnected ReusePort socket with the same address, port, device, family,
-// V6Only and owner, other than e's own socket. All such sockets share e's
-// secondary slot, and the caller's primary slot lock keeps them in place.
-func findGroup(n *lookup.Node, e *lookup.Entry) *lookup.Group {
 	const key = lookup.Is6 | lookup.V6Only | lookup.ReusePort | lookup.Connected
-	for ; n != nil; n = n.Next.Load() {
-		x := lookup.OfSecondary(n)
-		if x.Group != nil && x.Ref.Sock != e.Ref.Sock && x.Port == e.Port && x.Flags&key == e.Flags&key &&
-			x.V4 == e.V4 && x.V6 == e.V6 && x.Device == e.Device && x.Owner == e.Owner {
-			return x.Group
+	for n := x.h2.At(x.h2.IndexOf(e)).Chain.First(); n != nil; n = n.Next.Load() {
+		o := lookup.OfSecondary(n)
+		if o.Group != nil && o.Ref.Sock != e.Ref.Sock && o.Port == e.Port && o.Flags&key == e.Flags&key &&
+			o.V4 == e.V4 && o.V6 == e.V6 && o.Device == e.Device && o.Owner == e.Owner {
+			return o.Group
 		}
 	}
-	return nil
+	return new(lookup.Group)
 }
 
 // Replace puts e, a new state of old's socket on the same port, in old's
