@@ -63,9 +63,9 @@ type Guard struct {
 	primary bool
 	lastSec int // index of the last secondary slot locked, -1 if none
 
-	// The locks released one by one: the growing storage's, and the
-	// random source's, which both storages' bind(0) takes.
-	port, resize, line, source bool
+	// The locks released one by one, by Kind: the growing storage's, and
+	// the random source's, which both storages' bind(0) takes.
+	kinds [Source + 1]bool
 	// failed is set by the first violation: the write's deferred
 	// releases, which run as its panic unwinds, check nothing more, so
 	// that the panic a test sees is the first violation's.
@@ -105,16 +105,12 @@ func (g *Guard) end() {
 
 // holding names a lock that g's write holds, "" if none.
 func (g *Guard) holding() string {
-	switch {
-	case g.source:
-		return "the random source's lock"
-	case g.line:
-		return "an index line lock"
-	case g.resize:
-		return "a resize lock"
-	case g.port:
-		return "a port record lock"
-	case g.n > 0:
+	for _, k := range [...]Kind{Source, Line, Resize, Port} {
+		if g.kinds[k] {
+			return kindNames[k]
+		}
+	}
+	if g.n > 0 {
 		return "a slot lock"
 	}
 	return ""
@@ -157,15 +153,12 @@ func (g *Guard) Secondary(m *Mutex, idx int) {
 // Secondaries locks the secondary slots a and b (indexes ia, ib) in
 // ascending order, once if they are the same slot.
 func (g *Guard) Secondaries(a *Mutex, ia int, b *Mutex, ib int) {
-	switch {
-	case ia == ib:
-		g.Secondary(a, ia)
-	case ia < ib:
-		g.Secondary(a, ia)
+	if ib < ia {
+		a, ia, b, ib = b, ib, a, ia
+	}
+	g.Secondary(a, ia)
+	if ib != ia {
 		g.Secondary(b, ib)
-	default:
-		g.Secondary(b, ib)
-		g.Secondary(a, ia)
 	}
 }
 
@@ -253,25 +246,12 @@ func (g *Guard) TryLockResize(m *Mutex) bool {
 		return false
 	}
 	if g != nil {
-		g.resize = true
+		g.kinds[Resize] = true
 	}
 	return true
 }
 
 var kindNames = [...]string{"a port record lock", "a resize lock", "an index line lock", "the random source's lock"}
-
-// flag returns the bookkeeping of k.
-func (g *Guard) flag(k Kind) *bool {
-	switch k {
-	case Port:
-		return &g.port
-	case Resize:
-		return &g.resize
-	case Line:
-		return &g.line
-	}
-	return &g.source
-}
 
 // taking checks that the write may take a lock of kind k now, and records
 // it. Not inlined, so that the methods that call it inline.
@@ -279,7 +259,7 @@ func (g *Guard) flag(k Kind) *bool {
 //go:noinline
 func (g *Guard) taking(k Kind) {
 	g.check(k)
-	*g.flag(k) = true
+	g.kinds[k] = true
 }
 
 // check panics, with checking on, unless the write may take a lock of
@@ -297,13 +277,13 @@ func (g *Guard) check(k Kind) {
 		return
 	}
 	switch {
-	case g.source:
+	case g.kinds[Source]:
 		g.fail(what + " while holding the random source's lock")
-	case !g.port:
+	case !g.kinds[Port]:
 		g.fail(what + " without the port record lock")
-	case g.line:
+	case g.kinds[Line]:
 		g.fail(what + " while holding an index line lock")
-	case k == Resize && g.resize:
+	case k == Resize && g.kinds[Resize]:
 		g.fail("a second resize lock while one is held")
 	}
 }
@@ -324,13 +304,13 @@ func (g *Guard) fail(msg string) {
 //
 //go:noinline
 func (g *Guard) releasing(k Kind) {
-	held := g.flag(k)
+	held := &g.kinds[k]
 	if g.checks() {
 		if !*held {
 			g.fail("releases " + kindNames[k] + " it does not hold")
 		}
 		*held = false
-		if h := g.holding(); h != "" && (k == Port || k == Resize && g.line) {
+		if h := g.holding(); h != "" && (k == Port || k == Resize && g.kinds[Line]) {
 			g.fail("releases " + kindNames[k] + " while holding " + h)
 		}
 	}
