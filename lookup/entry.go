@@ -1,6 +1,7 @@
 package lookup
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"strconv"
 	"sync/atomic"
@@ -38,14 +39,10 @@ var Wild4 = Addr16{Lo: 0xffff << 32}
 func Addr16Of(a netip.Addr) Addr16 {
 	if a.Is4() {
 		b := a.As4()
-		return Map4(uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]))
+		return Map4(binary.BigEndian.Uint32(b[:]))
 	}
-	return from16(a)
-}
-
-func from16(a netip.Addr) Addr16 {
 	b := a.As16()
-	return Addr16{Hi: be64(b[:8]), Lo: be64(b[8:])}
+	return Addr16{Hi: binary.BigEndian.Uint64(b[:8]), Lo: binary.BigEndian.Uint64(b[8:])}
 }
 
 // IsMapped reports whether x is a v4-mapped address (::ffff:a.b.c.d).
@@ -56,12 +53,6 @@ func (x Addr16) V4() uint32 { return uint32(x.Lo) }
 
 // Map4 returns the v4-mapped 16-byte form of the IPv4 address v4.
 func Map4(v4 uint32) Addr16 { return Addr16{Lo: 0xffff<<32 | uint64(v4)} }
-
-func be64(b []byte) uint64 {
-	_ = b[7]
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-}
 
 // Node links an Entry into one chain. Next is read without locks by
 // lookups; Prev is used only by writers holding the chain's slot lock. A
@@ -179,10 +170,8 @@ func (x Addr16) Addr(is4 bool) netip.Addr {
 		return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 	}
 	var b [16]byte
-	for i := range 8 {
-		b[i] = byte(x.Hi >> (56 - 8*i))
-		b[8+i] = byte(x.Lo >> (56 - 8*i))
-	}
+	binary.BigEndian.PutUint64(b[:8], x.Hi)
+	binary.BigEndian.PutUint64(b[8:], x.Lo)
 	return netip.AddrFrom16(b)
 }
 

@@ -1,7 +1,5 @@
 package lookup
 
-import ()
-
 // Placeholder4 is the IPv4 address Linux gives the IPv4 side of a
 // dual-stack socket that connected to an IPv6 peer: 127.0.0.6. It still
 // conflicts with 0.0.0.0 and 127.0.0.6 binds (DESIGN.md row 24) and is

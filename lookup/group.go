@@ -48,14 +48,9 @@ func (g *Group) Selector() Selector {
 	return nil
 }
 
-// SetSelector sets the group's selector; nil removes it.
-func (g *Group) SetSelector(s Selector) {
-	if s == nil {
-		g.sel.Store(nil)
-		return
-	}
-	g.sel.Store(&s)
-}
+// SetSelector sets the group's selector; nil removes it (Selector then
+// reads nil through the pointer).
+func (g *Group) SetSelector(s Selector) { g.sel.Store(&s) }
 
 // View is the members of a group as a lookup sees them: the array of one
 // moment, with its length then. A member that leaves later may be
@@ -277,12 +272,7 @@ func (m *members) set(i int, e *Entry) {
 }
 
 // Len returns the number of members.
-func (g *Group) Len() int {
-	if m := g.arr.Load(); m != nil {
-		return int(m.n.Load())
-	}
-	return 0
-}
+func (g *Group) Len() int { return g.View().Len() }
 
 // Members returns a copy of the members in the group's order.
 func (g *Group) Members() []*Entry {
