@@ -60,25 +60,20 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 	e.Device = int32(device)
 	e.Group = nil // replace finds the group of the new device
 	if move {
-		w.t.rehash4(e)
+		// The socket, in the 4-tuple hash at another 4-tuple, moves to
+		// e's, as the newest there (Linux's udp_lib_rehash on
+		// SO_BINDTODEVICE; a socket whose 4-tuple is unchanged stays in
+		// its slot and keeps its order). A connected e takes the 4-tuple
+		// precedence for its peer; an unconnected one has none, and the
+		// socket keeps its place in the 4-tuple hash all the same, so that
+		// a later connect does not take precedence.
+		f = lookup.TupleOf(e)
+		f.Seq = w.t.seq.Add(1)
+		s.s.MoveFirst4(f)
+		lookup.Place4(e, f, true)
 	}
 	w.replace(h, s, old, e)
 	return nil
-}
-
-// rehash4 moves e's socket, which is in the 4-tuple hash at another
-// 4-tuple, to e's 4-tuple, as the newest there (Linux's udp_lib_rehash on
-// SO_BINDTODEVICE; a socket whose 4-tuple is unchanged stays in its slot
-// and keeps its order). A connected e takes the 4-tuple precedence for its
-// peer; an unconnected one has none, and the socket keeps its place in the
-// 4-tuple hash all the same, so that a later connect does not take
-// precedence. The caller holds the socket's primary slot lock.
-func (t *Table[V]) rehash4(e *lookup.Entry) {
-	sk := e.Sock()
-	f := lookup.TupleOf(e)
-	f.Seq = t.seq.Add(1)
-	sk.MoveFirst4(f)
-	lookup.Place4(e, f, true)
 }
 
 // SetDevice binds the socket to interface device after Bind; see
