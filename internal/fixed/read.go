@@ -33,7 +33,7 @@ func (x *Engine) Lookup(q *lookup.Query) (r *lookup.Ref, p lookup.Path) {
 		r, p = x.hybrid(q)
 	}
 	if r == nil && lookup.ToPlaceholder(q) {
-		r = x.placeholderFallback(q)
+		r = lookup.PlaceholderFallback(x.h1.Slot(q.DstPort).Chain.First(), q)
 	}
 	return r, p
 }

@@ -122,9 +122,3 @@ func scanDistinct(b *lookup.Best, n *lookup.Node, q *lookup.Query, h2 *hash2.Tab
 		}
 	}
 }
-
-// placeholderFallback is lookup.PlaceholderFallback over q's primary
-// chain.
-func (t *tables) placeholderFallback(q *lookup.Query) *lookup.Ref {
-	return lookup.PlaceholderFallback(t.h1.Slot(q.DstPort).Chain.First(), q)
-}
