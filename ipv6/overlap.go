@@ -20,8 +20,6 @@ func Overlap(n, e *lookup.Entry) bool {
 			return false
 		}
 		return n.V4 == e.V4 || n.V4 == 0 || e.V4 == 0
-	case nk == wildAddr && ek == wildAddr:
-		return true
 	case ek == wildAddr && !(e.Has(lookup.V6Only) && nk == mapped):
 		return true
 	case nk == wildAddr && !(n.Has(lookup.V6Only) && ek == mapped):
