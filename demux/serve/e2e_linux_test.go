@@ -551,8 +551,9 @@ func (c mcastCase) run(t *testing.T, opts serve.Options) {
 	// The datagram is sent again, up to three times, only while the
 	// server has read nothing: CI once saw the IPv6 link-local case's
 	// datagram never reach the server's kernel socket (no reply within
-	// 3 s), which 60 runs beside four busy loops did not reproduce; a
-	// loss before the server is the namespace's, not the server's. Once
+	// 3 s), likely the first-datagram loss that selfDeliver now waits
+	// out; a loss before the server is the namespace's, not the
+	// server's. Once
 	// the server has read it, deliveries and replies must be exact.
 	for try := 0; ; try++ {
 		_, err = cl.WriteToUDPAddrPort([]byte("m1"), dst)
