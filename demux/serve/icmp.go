@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/binary"
+	"maps"
 	"net/netip"
 	"sync"
 	"time"
@@ -58,38 +59,28 @@ func (l *icmpLimiter) allow(peer netip.Addr, now time.Time) bool {
 		return false
 	}
 	if !peer.Unmap().IsLoopback() {
-		// A peer not seen yet has a full burst.
 		full := time.Duration(icmpPeerBurst) * icmpPeerPeriod
 		p, ok := l.peers[peer]
 		if !ok {
-			p.tokens = full
+			// A peer not seen yet has a full burst. Past icmpPeersMax,
+			// the peers whose tokens are full again are dropped.
+			p = icmpPeer{tokens: full, seen: now}
 			if len(l.peers) >= icmpPeersMax {
-				l.forget(now, full)
+				maps.DeleteFunc(l.peers, func(_ netip.Addr, q icmpPeer) bool {
+					return q.tokens+now.Sub(q.seen) >= full
+				})
 			}
-		} else {
-			p.tokens = min(full, p.tokens+now.Sub(p.seen))
 		}
-		p.seen = now
-		allowed := p.tokens >= icmpPeerPeriod
-		if allowed {
-			p.tokens -= icmpPeerPeriod
-		}
-		l.peers[peer] = p
-		if !allowed {
+		p.tokens, p.seen = min(full, p.tokens+now.Sub(p.seen)), now
+		if p.tokens < icmpPeerPeriod {
+			l.peers[peer] = p
 			return false
 		}
+		p.tokens -= icmpPeerPeriod
+		l.peers[peer] = p
 	}
 	l.tokens--
 	return true
-}
-
-// forget drops the peers whose tokens are full again at now.
-func (l *icmpLimiter) forget(now time.Time, full time.Duration) {
-	for a, p := range l.peers {
-		if p.tokens+now.Sub(p.seen) >= full {
-			delete(l.peers, a)
-		}
-	}
 }
 
 // The ICMP messages, and how much of the datagram they quote: as much as

@@ -5,7 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // icmpSender sends the port unreachable errors of Options.PortUnreachable
@@ -16,15 +17,6 @@ type icmpSender struct {
 	lim      *icmpLimiter
 	bufs     sync.Pool // *[]byte, a message's room
 }
-
-// Socket options of raw ICMP sockets that package syscall lacks: the
-// filters of the ICMP types a raw socket receives (linux/icmp.h,
-// linux/icmpv6.h).
-const (
-	solRaw      = 255 // SOL_RAW
-	icmpFilter  = 1   // ICMP_FILTER, under SOL_RAW
-	icmp6Filter = 1   // ICMP6_FILTER, under IPPROTO_ICMPV6
-)
 
 // newICMPSender opens the raw sockets: an ICMPv6 one unless v4only. The
 // sockets only send: each filters out every ICMP type it would receive,
@@ -37,7 +29,9 @@ func newICMPSender(v4only bool) (*icmpSender, error) {
 		return nil, err
 	}
 	s.fd4 = fd
-	if err := syscall.SetsockoptInt(fd, solRaw, icmpFilter, -1); err != nil {
+	// ICMP_FILTER and ICMP6_FILTER, which package syscall lacks: a set
+	// bit blocks its ICMP type.
+	if err := syscall.SetsockoptInt(fd, unix.SOL_RAW, unix.ICMP_FILTER, -1); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -53,24 +47,15 @@ func newICMPSender(v4only bool) (*icmpSender, error) {
 		return nil, err
 	}
 	s.fd6 = fd
-	var block [8]uint32 // ICMP6_FILTER: a set bit blocks its type
-	for i := range block {
-		block[i] = ^uint32(0)
+	var block unix.ICMPv6Filter
+	for i := range block.Data {
+		block.Data[i] = ^uint32(0)
 	}
-	if err := setsockoptBytes(fd, syscall.IPPROTO_ICMPV6, icmp6Filter, unsafe.Slice((*byte)(unsafe.Pointer(&block)), 32)); err != nil {
+	if err := unix.SetsockoptICMPv6Filter(fd, syscall.IPPROTO_ICMPV6, unix.ICMPV6_FILTER, &block); err != nil {
 		s.close()
 		return nil, err
 	}
 	return s, nil
-}
-
-func setsockoptBytes(fd, level, opt int, b []byte) error {
-	_, _, e := syscall.Syscall6(syscall.SYS_SETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
-		uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), 0)
-	if e != 0 {
-		return e
-	}
-	return nil
 }
 
 // unreachable answers the unmatched UDP datagram of payload from src to
