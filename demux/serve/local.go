@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"encoding/binary"
 	"net"
 	"net/netip"
 	"slices"
@@ -56,15 +57,7 @@ func (h *hostAddrs) isLocal(addr netip.Addr, device int) bool {
 
 func (a *addrSet) has(addr netip.Addr, device int) bool {
 	if addr.Is4() {
-		if a.v4[addr] {
-			return true
-		}
-		for _, p := range a.loop4 {
-			if p.Contains(addr) {
-				return true
-			}
-		}
-		return false
+		return a.v4[addr] || slices.ContainsFunc(a.loop4, func(p netip.Prefix) bool { return p.Contains(addr) })
 	}
 	devs, ok := a.v6[addr]
 	if !ok {
@@ -142,8 +135,8 @@ func readAddrs() *addrSet {
 func lastAddr(p netip.Prefix) netip.Addr {
 	b := p.Masked().Addr().As4()
 	host := ^uint32(0) >> p.Bits()
-	u := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
-	return netip.AddrFrom4([4]byte{byte(u >> 24), byte(u >> 16), byte(u >> 8), byte(u)})
+	binary.BigEndian.PutUint32(b[:], binary.BigEndian.Uint32(b[:])|host)
+	return netip.AddrFrom4(b)
 }
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
