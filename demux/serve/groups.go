@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -140,19 +141,38 @@ func (s *Server[V]) acquireLocked(k sockKey) error {
 		ls[0].more.Store(false)
 	}
 	fresh := len(ls)
-	err := s.besideOwn(k, func() error {
-		for len(ls) < s.opts.Readers {
-			l, err := s.listen(k, len(ls) > 0)
-			if err != nil {
-				return err
-			}
-			ls = append(ls, l)
+	// The kernel lets a wildcard and a specific address of one port bind
+	// together only if both sockets have SO_REUSEADDR, and claimPort
+	// cleared it on each once bound: it is set again, for the while, on
+	// the server's other kernel sockets of k's port and family (k itself
+	// has none left in groups or draining).
+	var own []*listener[V]
+	for other, g := range s.groups {
+		if other.port == k.port && other.addr.Is6() == k.addr.Is6() {
+			own = append(own, g.ls...)
 		}
-		return nil
-	})
-	if err != nil {
-		s.drainLocked(k, ls)
-		return err
+	}
+	for other, d := range s.draining {
+		if other.port == k.port && other.addr.Is6() == k.addr.Is6() {
+			own = append(own, d...)
+		}
+	}
+	set := func(on int) {
+		for _, l := range own {
+			_ = l.rc.Control(func(fd uintptr) {
+				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, on)
+			})
+		}
+	}
+	set(1)
+	defer set(0)
+	for len(ls) < s.opts.Readers {
+		l, err := s.listen(k, len(ls) > 0)
+		if err != nil {
+			s.drainLocked(k, ls)
+			return err
+		}
+		ls = append(ls, l)
 	}
 	s.groups[k] = &sockGroup[V]{ls: ls, users: 1}
 	s.ports[k.port]++
@@ -206,17 +226,15 @@ func (l *listener[V]) setup() error {
 	if l.rc, err = l.conn.SyscallConn(); err != nil {
 		return err
 	}
-	if err = l.rc.Control(func(fd uintptr) {
+	err = l.rc.Control(func(fd uintptr) {
 		serr = claimPort(int(fd))
 		if serr == nil && s.opts.Readers > 1 {
 			// A kernel that refuses the program spreads by its own hash,
 			// which still keeps each flow to one reader.
 			_ = steerFlows(int(fd), l.v6, s.opts.Readers)
 		}
-	}); err == nil {
-		err = serr
-	}
-	if err != nil {
+	})
+	if err = cmp.Or(err, serr); err != nil {
 		return err
 	}
 	if l.v6 {
@@ -230,39 +248,6 @@ func (l *listener[V]) setup() error {
 		return fmt.Errorf("packet info: %w", err)
 	}
 	return nil
-}
-
-// besideOwn runs open, which binds kernel sockets of k, with SO_REUSEADDR
-// set again for the while on the server's other kernel sockets of k's
-// port and family: the kernel lets a wildcard and a specific address of
-// one port bind together only if both sockets have it, and claimPort
-// cleared it on each once bound. It runs under s.mu.
-func (s *Server[V]) besideOwn(k sockKey, open func() error) error {
-	var own []*listener[V]
-	add := func(other sockKey, ls []*listener[V]) {
-		if other.port == k.port && other != k && other.addr.Is6() == k.addr.Is6() {
-			own = append(own, ls...)
-		}
-	}
-	for other, g := range s.groups {
-		add(other, g.ls)
-	}
-	for other, ls := range s.draining {
-		add(other, ls)
-	}
-	set := func(on int) {
-		for _, l := range own {
-			_ = l.rc.Control(func(fd uintptr) {
-				_ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, on)
-			})
-		}
-	}
-	if len(own) == 0 {
-		return open()
-	}
-	set(1)
-	defer set(0)
-	return open()
 }
 
 // releaseLocked gives back a use of k's kernel sockets and closes them
@@ -425,18 +410,18 @@ func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error)
 			return l, nil
 		}
 	}
-	// Sorted, so that the choice does not change from call to call.
-	var keys []sockKey
-	for k := range s.groups {
-		if k.port == port && k.addr.Is6() == a.Is6() {
-			keys = append(keys, k)
+	// The least address's, so that the choice does not change from call
+	// to call.
+	var first *listener[V]
+	for k, g := range s.groups {
+		if k.port == port && k.addr.Is6() == a.Is6() && (first == nil || k.addr.Less(first.addr)) {
+			first = g.ls[0]
 		}
 	}
-	if len(keys) == 0 {
+	if first == nil {
 		return nil, fmt.Errorf("udpdemux: port %d has no kernel socket for %v", port, a)
 	}
-	slices.SortFunc(keys, func(x, y sockKey) int { return x.addr.Compare(y.addr) })
-	return s.groups[keys[0]].ls[0], nil
+	return first, nil
 }
 
 // covers reports whether a multicast or broadcast datagram that l read is
@@ -492,10 +477,8 @@ func guard(user func(netip.AddrPort, bool, bool) error, open func(netip.AddrPort
 				close(a, v6Only)
 			}
 		}()
-		if err := user(a, v6Only, true); err != nil {
-			return err
-		}
-		kept = true
-		return nil
+		err := user(a, v6Only, true)
+		kept = err == nil
+		return err
 	}
 }
