@@ -106,10 +106,7 @@ func (b *batch[V]) handedOff() {
 			l.mu.Unlock()
 			// The replies leave before the socket is released, so that
 			// a later datagram's reply cannot overtake them.
-			b.count()
-			b.mu.Lock()
-			b.flush()
-			b.mu.Unlock()
+			b.finish()
 			l.mu.Lock()
 			if len(b.deferred) == 0 {
 				delete(l.stuck, b.sock)
@@ -123,7 +120,7 @@ func (b *batch[V]) handedOff() {
 		b.deferred = b.deferred[1:]
 		l.mu.Unlock()
 		if s := b.sock; s.Closed() {
-			b.unmatched++
+			b.pending[nUnmatched]++
 		} else {
 			l.c[nDelivered].Add(1)
 			b.call(b.request(p, s, s.Value()))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -201,16 +202,15 @@ func (l *listener[V]) run(b *batch[V]) {
 	}
 	for b != nil {
 		l.arm()
-		handed := b.deliverRest()
-		if !handed {
-			l.disarm() // a handed-off batch's timer is its helper's
+		if b.deliverRest() {
+			// A handed-off batch's timer, and l.cur, are the helper's.
+			l.s.end(l, false)
+			l.s.putBatch(b)
+			return
 		}
-		if l.s.end(l, !handed) || handed {
-			if handed {
-				l.s.putBatch(b) // l.cur is the helper's
-			} else {
-				l.release()
-			}
+		l.disarm()
+		if l.s.end(l, true) {
+			l.release()
 			return
 		}
 		b = l.next()
@@ -260,11 +260,12 @@ type batch[V any] struct {
 	// allocation per len(msgs) calls.
 	reqs    []Request[V]
 	deliver func(*demux.Socket[V], V) bool // LookupMulticast's callback
-	// Counts of this batch not yet added to the listener's: Conn and
-	// multicast deliveries (a unicast handler call is counted as it
-	// starts, so that its reply never leaves uncounted, even when a
-	// hand-off sends it early), and datagrams no socket took.
-	delivered, unhandled, unmatched, unmatchedMulti uint64
+	// pending are the counts of this batch not yet added to the
+	// listener's, by counter: Conn and multicast deliveries (a unicast
+	// handler call is counted as it starts, so that its reply never
+	// leaves uncounted, even when a hand-off sends it early), and
+	// datagrams no socket took.
+	pending [nCounts]uint64
 	// cur is the message that LookupMulticast's callback delivers, and
 	// matched is set when it finds an open receiver.
 	cur     int
@@ -333,7 +334,7 @@ func newBatch[V any](s *Server[V]) *batch[V] {
 		open, call := b.deliverTo(s, b.cur, true)
 		if call {
 			b.call(b.request(b.pk[b.cur], s, v))
-			b.delivered++
+			b.pending[nDelivered]++
 		}
 		b.matched = b.matched || open
 		return true
@@ -363,8 +364,7 @@ func (s *Server[V]) getBatch(l *listener[V]) *batch[V] {
 	bs.mu.Lock()
 	if n := len(bs.free); n > 0 {
 		b = bs.free[n-1]
-		bs.free[n-1] = nil
-		bs.free = bs.free[:n-1]
+		bs.free = slices.Delete(bs.free, n-1, n) // clears the slot
 	}
 	bs.mu.Unlock()
 	if b == nil {
@@ -489,7 +489,7 @@ func (b *batch[V]) deliverRest() bool {
 				open, call = b.deliverTo(s, i, false)
 			}
 			if !open {
-				b.unmatched++
+				b.pending[nUnmatched]++
 				b.unreachable(i)
 			} else if call && b.callUnicast(b.request(b.pk[i], s, s.Value())) {
 				b.handedOff()
@@ -500,14 +500,11 @@ func (b *batch[V]) deliverRest() bool {
 			p := b.pk[i]
 			l.s.t.LookupMulticast(p.src, netip.AddrPortFrom(p.dst, l.port), p.ifindex, b.deliver)
 			if !b.matched {
-				b.unmatchedMulti++
+				b.pending[nUnmatchedMulti]++
 			}
 		}
 	}
-	b.count()
-	b.mu.Lock()
-	b.flush()
-	b.mu.Unlock()
+	b.finish()
 	return false
 }
 
@@ -532,12 +529,12 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call 
 		if p := b.copyOf(i); !c.push(p) {
 			c.pool.Put(p)
 		}
-		b.delivered++
+		b.pending[nDelivered]++
 	case c != nil:
 		b.toConn(c, i)
-		b.delivered++
+		b.pending[nDelivered]++
 	case l.s.h == nil:
-		b.unhandled++
+		b.pending[nUnhandled]++
 	case l.nstuck.Load() != 0 && l.deferTo(s, b, i):
 		// A socket whose call was handed off gets it after that call.
 	default:
@@ -546,22 +543,19 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call 
 	return true, false
 }
 
-// count adds the batch's counts to the listener's, one atomic add each,
-// not one per datagram, and before its replies leave, so that a client
-// that has its reply finds its datagram counted.
-func (b *batch[V]) count() {
-	c := &b.l.c
-	if b.delivered != 0 {
-		c[nDelivered].Add(b.delivered)
+// finish adds the batch's counts to the listener's, one atomic add each,
+// not one per datagram, and then sends its replies: a client that has
+// its reply finds its datagram counted.
+func (b *batch[V]) finish() {
+	for i, n := range b.pending {
+		if n != 0 {
+			b.l.c[i].Add(n)
+		}
 	}
-	if b.unhandled != 0 {
-		c[nUnhandled].Add(b.unhandled)
-	}
-	if b.unmatched|b.unmatchedMulti != 0 {
-		c[nUnmatched].Add(b.unmatched)
-		c[nUnmatchedMulti].Add(b.unmatchedMulti)
-	}
-	b.delivered, b.unhandled, b.unmatched, b.unmatchedMulti = 0, 0, 0, 0
+	clear(b.pending[:])
+	b.mu.Lock()
+	b.flush()
+	b.mu.Unlock()
 }
 
 // callUnicast runs the handler for r, a unicast datagram's, in a way that
@@ -571,12 +565,9 @@ func (b *batch[V]) callUnicast(r *Request[V]) bool {
 	b.l.c[nDelivered].Add(1)
 	b.sock = r.Socket
 	b.state.Store(inCall)
-	b.l.s.h(r)
+	b.call(r)
 	handed := !b.state.CompareAndSwap(inCall, running)
 	b.calls.Add(1)
-	b.mu.Lock()
-	r.done = true
-	b.mu.Unlock()
 	return handed
 }
 
