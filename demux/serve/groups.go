@@ -336,11 +336,10 @@ func (s *Server[V]) end(l *listener[V], reader bool) bool {
 // it when a read fails: when the queue is empty, or the server stops.
 func (s *Server[V]) closeDrained(l *listener[V]) bool {
 	l.bmu.Lock()
-	if !l.draining.Load() {
+	if !l.draining.CompareAndSwap(true, false) {
 		l.bmu.Unlock()
 		return false
 	}
-	l.draining.Store(false)
 	s.closeLocked(l)
 	return true
 }

@@ -531,7 +531,12 @@ func (b *batch[V]) deliverTo(s *demux.Socket[V], i int, mcast bool) (open, call 
 		}
 		b.pending[nDelivered]++
 	case c != nil:
-		b.toConn(c, i)
+		// The packet goes to c's queue whole, and the slot gets a fresh
+		// buffer for the next read, so that the datagram is not copied.
+		if c.push(b.pk[i]) {
+			b.pk[i] = l.s.getPacket()
+			b.msgs[i].Buffers[0] = b.pk[i].buf
+		}
 		b.pending[nDelivered]++
 	case l.s.h == nil:
 		b.pending[nUnhandled]++
@@ -639,15 +644,6 @@ func (b *batch[V]) parse(i int) kind {
 		return multicast
 	}
 	return unicast
-}
-
-// toConn hands msgs[i]'s packet to c's queue, and gives the slot a fresh
-// buffer for the next read, so that the datagram is not copied here.
-func (b *batch[V]) toConn(c *Conn, i int) {
-	if c.push(b.pk[i]) {
-		b.pk[i] = b.l.s.getPacket()
-		b.msgs[i].Buffers[0] = b.pk[i].buf
-	}
 }
 
 // copyOf returns a copy of msgs[i] in a packet of the server's pool.

@@ -153,9 +153,7 @@ type Server[V any] struct {
 // cfg.OnAddr and the kernel sockets of the socket's address, and OnPort
 // is only told.
 func New[V any](cfg demux.Config, h Handler[V], o Options) (*Server[V], error) {
-	if o.Readers <= 0 {
-		o.Readers = 1
-	}
+	o.Readers = max(o.Readers, 1) // 0 means 1
 	if o.Batch <= 0 {
 		o.Batch = 32
 	}
