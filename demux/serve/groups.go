@@ -431,12 +431,11 @@ func (s *Server[V]) listenerFor(port uint16, a netip.Addr) (*listener[V], error)
 // own address, so that each receives one copy. Zones are not compared:
 // the kernel socket of a link-local address receives only what arrives
 // on its interface, and the table gives it only that interface's sockets.
+// (A key of one family never equals an address of the other.)
 func (l *listener[V]) covers(addr netip.Addr, v6Only bool) bool {
 	k4, k6 := l.s.keysOf(l.port, addr.WithZone(""), v6Only)
-	if l.v6 {
-		return k6.addr == l.addr.WithZone("")
-	}
-	return k4.addr == l.addr
+	own := l.addr.WithZone("")
+	return k4.addr == own || k6.addr == own
 }
 
 // hasWildcard reports whether port has its family's wildcard kernel
