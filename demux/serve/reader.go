@@ -223,6 +223,7 @@ func (l *listener[V]) next() *batch[V] {
 	for {
 		b, n, err := l.readBatch()
 		if err == nil {
+			l.window = min(max(2*n, minWindow), len(b.msgs))
 			l.begin()
 			b.lookUp(n)
 			return b

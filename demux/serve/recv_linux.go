@@ -95,7 +95,6 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 		return b, 0, os.NewSyscallError("recvmmsg", l.errno)
 	}
 	b.rx.finish(b.msgs, b.pk, l.got)
-	l.window = min(max(2*l.got, minWindow), len(b.msgs))
 	return b, l.got, nil
 }
 

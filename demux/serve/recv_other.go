@@ -30,7 +30,6 @@ func (l *listener[V]) readBatch() (*batch[V], int, error) {
 			b.pk[i].src = ua.AddrPort()
 		}
 	}
-	l.window = min(max(2*n, minWindow), len(b.msgs))
 	return b, n, nil
 }
 
