@@ -449,14 +449,11 @@ func (c *Conn) next() (*packet, error) {
 	for {
 		passed, changed := c.rdl.check()
 		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, net.ErrClosed
-		}
-		if c.sk.closed() {
-			// Closed through the table, which tells the server only at
-			// its next check: what was queued goes with the socket, as a
-			// closed kernel socket's queue does.
+		if c.closed || c.sk.closed() {
+			// Closed, or closed through the table, which tells the server
+			// only at its next check: then what was queued goes with the
+			// socket, as a closed kernel socket's queue does (shut does
+			// nothing on a Conn already closed).
 			c.mu.Unlock()
 			c.shut()
 			return nil, net.ErrClosed
@@ -506,14 +503,8 @@ func (c *Conn) opError(op string, to net.Addr, err error) error {
 // ReadFromUDPAddrPort reads a datagram, as net.UDPConn's method does. An
 // IPv4 sender of a datagram on an IPv6 socket is v4-mapped.
 func (c *Conn) ReadFromUDPAddrPort(b []byte) (int, netip.AddrPort, error) {
-	p, err := c.next()
-	if err != nil {
-		return 0, netip.AddrPort{}, c.opError("read", nil, err)
-	}
-	n := copy(b, p.buf[:p.n])
-	src := c.peerForm(p.src)
-	c.pool.Put(p)
-	return n, src, nil
+	n, _, _, src, err := c.ReadMsgUDPAddrPort(b, nil)
+	return n, src, err
 }
 
 // peerForm returns a peer's address as the socket's family shows it.
