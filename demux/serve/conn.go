@@ -689,18 +689,15 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	if !to.IsValid() || to.Port() == 0 || to.Addr().IsUnspecified() {
 		return fail(syscall.EINVAL)
 	}
-	dst := to.Addr()
-	v4 := dst.Unmap().Is4()
-	var k *net.UDPConn
+	v4 := to.Addr().Unmap().Is4()
+	k := c.k6
 	switch {
 	case v4 && c.v6 && !c.dual:
 		return fail(syscall.ENETUNREACH) // as Linux, for an IPv6-only socket
 	case !v4 && !c.v6:
 		return fail(syscall.EAFNOSUPPORT)
 	case v4:
-		k, dst = c.k4, dst.Unmap()
-	default:
-		k = c.k6
+		k = c.k4
 	}
 	if k == nil {
 		return fail(syscall.EAFNOSUPPORT) // no kernel socket of that family
@@ -720,10 +717,16 @@ func (c *Conn) write(b, oob []byte, to netip.AddrPort) (int, int, error) {
 	if !ok {
 		return fail(syscall.EINVAL) // a source of the other family
 	}
-	if max := maxPayload(v4); len(b) > max {
+	// The longest UDP payload IPv6 carries, less IPv4's header for
+	// IPv4: the kernel refuses a longer write with EMSGSIZE.
+	max := 65535 - 8
+	if v4 {
+		max -= 20
+	}
+	if len(b) > max {
 		return fail(syscall.EMSGSIZE)
 	}
-	to = netip.AddrPortFrom(dst, to.Port())
+	to = netip.AddrPortFrom(to.Addr().Unmap(), to.Port())
 	var err error
 	if len(oob) == 0 {
 		// A plain write, as a service without control messages (quic-go

@@ -218,12 +218,3 @@ func (c *Conn) flush() {
 		<-q.exited
 	}
 }
-
-// maxPayload is the longest UDP payload an IPv4 (v4) or IPv6 datagram
-// carries; the kernel refuses a longer write with EMSGSIZE.
-func maxPayload(v4 bool) int {
-	if v4 {
-		return 65535 - 20 - 8
-	}
-	return 65535 - 8
-}
