@@ -136,8 +136,8 @@ type connSocket interface {
 	localAddr() netip.AddrPort
 	device() int
 	closed() bool // closed in the table, by whatever means
-	// release closes the socket in the table, if it is still open, and
-	// forgets the Conn.
+	// release closes the socket in the table and forgets the Conn; an
+	// error that wraps net.ErrClosed says the socket was closed already.
 	release(c *Conn) error
 }
 
@@ -398,9 +398,6 @@ func (h *connHome[V]) release(c *Conn) error {
 		testPause()
 	}
 	h.s.forget(h.sk, c)
-	if errors.Is(err, net.ErrClosed) {
-		return nil
-	}
 	return err
 }
 
