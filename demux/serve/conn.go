@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -415,11 +416,9 @@ func (c *Conn) push(p *packet) bool {
 		return false
 	}
 	if c.n == len(c.q) {
-		q := make([]*packet, 2*len(c.q))
-		for i := range c.n {
-			q[i] = c.q[(c.head+i)%len(c.q)]
-		}
-		c.q, c.head = q, 0
+		// Full: the ring in order, then as many free slots.
+		c.q = slices.Concat(c.q[c.head:], c.q[:c.head], make([]*packet, len(c.q)))
+		c.head = 0
 	}
 	c.q[(c.head+c.n)%len(c.q)] = p
 	c.n++
