@@ -47,22 +47,18 @@ type sender struct {
 func newSender(c *Conn) *sender {
 	s := &sender{k4: c.k4}
 	s.call = s.sendmmsg
-	for _, x := range []struct {
-		k  *net.UDPConn
-		rc *syscall.RawConn
-	}{{c.k4, &s.rc4}, {c.k6, &s.rc6}} {
-		if x.k == nil {
-			continue
+	open := func(k *net.UDPConn) syscall.RawConn {
+		if k == nil {
+			return nil
 		}
-		rc, err := x.k.SyscallConn()
+		rc, err := k.SyscallConn()
 		if err != nil {
-			continue // closed: its datagrams fail
+			return nil // closed: its datagrams fail
 		}
-		*x.rc = rc
-		if !s.gso {
-			s.gso = probeGSO(rc)
-		}
+		s.gso = s.gso || probeGSO(rc)
+		return rc
 	}
+	s.rc4, s.rc6 = open(c.k4), open(c.k6)
 	return s
 }
 

@@ -13,9 +13,6 @@ func (s *sender) send(q *sendQueue, head, n int) error {
 	var first error
 	for i := range n {
 		e := &q.ents[(head+i)%len(q.ents)]
-		if e.k == nil {
-			continue
-		}
 		if _, _, err := e.k.WriteMsgUDPAddrPort(e.buf, e.oob[:e.oobn], e.to); err != nil && first == nil {
 			first = err
 		}

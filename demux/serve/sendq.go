@@ -157,7 +157,6 @@ func (c *Conn) writer() {
 		for i := range n {
 			e := &q.ents[(head+i)%len(q.ents)]
 			bytes += len(e.buf)
-			e.k = nil
 			if cap(e.buf) > keepBuf {
 				e.buf = nil
 			}
