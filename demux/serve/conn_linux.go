@@ -46,12 +46,10 @@ func (s *sendControl) parse(oob []byte) error {
 				s.src = a
 			}
 			s.ifindex = int(int32(pi.Ifindex))
-		case h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_TOS && (len(d) == 1 || len(d) == 4):
+		case h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_TOS && len(d) == 1:
 			s.tos, s.hasTOS = int(d[0]), true
-			if len(d) == 4 {
-				s.tos = int(int32(binary.NativeEndian.Uint32(d)))
-			}
-		case h.Level == syscall.IPPROTO_IPV6 && h.Type == syscall.IPV6_TCLASS && len(d) == 4:
+		case (h.Level == syscall.IPPROTO_IP && h.Type == syscall.IP_TOS ||
+			h.Level == syscall.IPPROTO_IPV6 && h.Type == syscall.IPV6_TCLASS) && len(d) == 4:
 			s.tos, s.hasTOS = int(int32(binary.NativeEndian.Uint32(d))), true
 		case h.Level == solUDP && h.Type == udpSegment && len(d) == 2:
 			s.gso, s.hasGSO = binary.NativeEndian.Uint16(d), true
@@ -114,10 +112,7 @@ func (s *sendControl) marshal(b []byte, v4 bool) ([]byte, bool) {
 // appendCmsg appends one control message, padded as the kernel pads it.
 func appendCmsg(b []byte, level, typ int32, data []byte) []byte {
 	start := len(b)
-	space := syscall.CmsgSpace(len(data))
-	for range space {
-		b = append(b, 0)
-	}
+	b = append(b, make([]byte, syscall.CmsgSpace(len(data)))...)
 	h := (*syscall.Cmsghdr)(unsafe.Pointer(&b[start]))
 	h.Level, h.Type = level, typ
 	h.SetLen(syscall.CmsgLen(len(data)))
