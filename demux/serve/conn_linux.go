@@ -77,15 +77,13 @@ func (s *sendControl) marshal(b []byte, v4 bool) ([]byte, bool) {
 	}
 	if src.IsValid() || s.ifindex != 0 {
 		if v4 {
-			var pi syscall.Inet4Pktinfo
-			pi.Ifindex = int32(s.ifindex)
+			pi := syscall.Inet4Pktinfo{Ifindex: int32(s.ifindex)}
 			if src.IsValid() {
 				pi.Spec_dst = src.As4()
 			}
 			b = appendCmsg(b, syscall.IPPROTO_IP, syscall.IP_PKTINFO, unsafe.Slice((*byte)(unsafe.Pointer(&pi)), syscall.SizeofInet4Pktinfo))
 		} else {
-			var pi syscall.Inet6Pktinfo
-			pi.Ifindex = uint32(s.ifindex)
+			pi := syscall.Inet6Pktinfo{Ifindex: uint32(s.ifindex)}
 			if src.IsValid() {
 				pi.Addr = src.As16()
 			}

@@ -145,10 +145,8 @@ func (s *sender) sendRun(rc syscall.RawConn, ent func(int) *sendEntry, i, j int)
 				binary.NativeEndian.PutUint16(d[:], uint16(len(e.buf)))
 				oob = appendCmsg(oob, solUDP, udpSegment, d[:])
 			}
-			h.Control = nil
-			if len(oob) > 0 {
-				h.Control = &s.ctrl[m][0]
-			}
+			// With no control messages the kernel reads none from Control.
+			h.Control = unsafe.SliceData(oob)
 			h.SetControllen(len(oob))
 			h.Flags = 0
 			s.groups[m] = cnt
