@@ -539,11 +539,8 @@ func udpAddr(a netip.AddrPort) *net.UDPAddr {
 
 // ReadFromUDP is ReadFrom with the sender as a *net.UDPAddr.
 func (c *Conn) ReadFromUDP(b []byte) (int, *net.UDPAddr, error) {
-	n, src, err := c.ReadFromUDPAddrPort(b)
-	if err != nil {
-		return 0, nil, err
-	}
-	return n, udpAddr(src), nil
+	n, _, _, addr, err := c.ReadMsgUDP(b, nil)
+	return n, addr, err
 }
 
 // ReadMsgUDPAddrPort reads a datagram into b and its control messages

@@ -3,7 +3,6 @@
 package serve
 
 import (
-	"net"
 	"net/netip"
 	"syscall"
 
@@ -33,10 +32,7 @@ func (s *sendControl) marshal(b []byte, v4 bool) ([]byte, bool) {
 	if src.IsValid() && src.Is4() != v4 {
 		return nil, false
 	}
-	var ip net.IP
-	if src.IsValid() {
-		ip = src.AsSlice()
-	}
+	ip := src.AsSlice() // nil for the zero Addr
 	if ip == nil && s.ifindex == 0 {
 		return b, true
 	}
