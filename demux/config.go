@@ -149,15 +149,7 @@ const (
 
 // String returns the strategy's name.
 func (s Strategy) String() string {
-	switch s {
-	case Hybrid:
-		return "hybrid"
-	case OnePhase:
-		return "one-phase"
-	case TwoPhase:
-		return "two-phase"
-	}
-	return "strategy(?)"
+	return nameOf(s, "strategy(?)", "hybrid", "one-phase", "two-phase")
 }
 
 // Ephemeral selects the bind(0) algorithm.
@@ -182,13 +174,14 @@ const (
 
 // String returns the algorithm's name.
 func (e Ephemeral) String() string {
-	switch e {
-	case EphemeralIndex:
-		return "index"
-	case EphemeralBitmap:
-		return "bitmap"
-	case EphemeralLinear:
-		return "linear"
+	return nameOf(e, "ephemeral(?)", "index", "bitmap", "linear")
+}
+
+// nameOf returns names[v], the name of the constant v of an enumeration
+// that counts from 0, or unknown for a value past them.
+func nameOf[T ~uint8](v T, unknown string, names ...string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return "ephemeral(?)"
+	return unknown
 }
