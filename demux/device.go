@@ -78,9 +78,4 @@ func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
 
 // SetDevice binds the socket to interface device after Bind; see
 // Table.SetDevice, which it calls on the socket's table.
-func (s *Socket[V]) SetDevice(device int) error {
-	if s == nil || s.table() == nil {
-		return &OpError{Op: "setdevice", Err: errForeign}
-	}
-	return s.h.t.SetDevice(s, device)
-}
+func (s *Socket[V]) SetDevice(device int) error { return s.table().SetDevice(s, device) }

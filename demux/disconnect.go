@@ -81,9 +81,4 @@ func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
 
 // Disconnect returns the socket to unconnected; see Table.Disconnect,
 // which it calls on the socket's table.
-func (s *Socket[V]) Disconnect() error {
-	if s == nil || s.table() == nil {
-		return &OpError{Op: "disconnect", Err: errForeign}
-	}
-	return s.h.t.Disconnect(s)
-}
+func (s *Socket[V]) Disconnect() error { return s.table().Disconnect(s) }

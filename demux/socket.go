@@ -44,9 +44,10 @@ const (
 	optAddr4
 )
 
-// table returns the socket's table: nil for the zero Socket.
+// table returns the socket's table: nil for the zero Socket, and for a
+// nil one.
 func (s *Socket[V]) table() *Table[V] {
-	if s.h == nil {
+	if s == nil || s.h == nil {
 		return nil
 	}
 	return s.h.t
@@ -158,17 +159,9 @@ func (s *Socket[V]) Connected() bool {
 // Connect connects the socket to remote; see Table.Connect, which it
 // calls on the socket's table.
 func (s *Socket[V]) Connect(remote netip.AddrPort, local netip.Addr) error {
-	if s == nil || s.table() == nil {
-		return &OpError{Op: "connect", Err: errForeign}
-	}
-	return s.h.t.Connect(s, remote, local)
+	return s.table().Connect(s, remote, local)
 }
 
 // Close unbinds the socket; see Table.Close, which it calls on the
 // socket's table.
-func (s *Socket[V]) Close() error {
-	if s == nil || s.table() == nil {
-		return &OpError{Op: "close", Err: errForeign}
-	}
-	return s.h.t.Close(s)
-}
+func (s *Socket[V]) Close() error { return s.table().Close(s) }

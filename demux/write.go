@@ -175,9 +175,11 @@ func (w *writes[V, P, E]) replace(h P, s *Socket[V], old, e *lookup.Entry) {
 	w.t.occ.Add(e)
 }
 
-// owns returns an EBADF error for op unless s is a socket of t.
+// owns returns an EBADF error for op unless s is a socket of t. t is nil
+// when a Socket's method finds it in no table: the zero Socket, or a nil
+// one.
 func (t *Table[V]) owns(s *Socket[V], op string) error {
-	if s == nil || s.table() != t {
+	if t == nil || s.table() != t {
 		return &OpError{Op: op, Err: errForeign}
 	}
 	return nil
