@@ -139,18 +139,14 @@ func connectedLocal(l Local, p Peer, src netip.Addr) (Local, error) {
 		// Routing found no source address, as for a device without an
 		// address of the peer's family. Linux then connects an IPv4 peer
 		// and keeps the wildcard (a dual-stack socket's shows as
-		// ::ffff:0.0.0.0); an IPv6 connect fails.
+		// ::ffff:0.0.0.0): the IPv4 case below, with 0.0.0.0 as the
+		// source, does; an IPv6 connect fails.
 		switch {
 		case u.Is4() != v4peer:
 			return l, fmt.Errorf("source %v for peer %v: %w", src, pa, syscall.EINVAL)
 		case !v4peer:
 			return l, fmt.Errorf("no IPv6 source address for %v: %w", pa, syscall.EADDRNOTAVAIL)
 		}
-		n := l
-		n.V4 = 0
-		n.V6 = lookup.Map4(0)
-		n.Flags &^= lookup.HasV6
-		return n, nil
 	}
 	// Routing never chooses a multicast or broadcast source.
 	if u := src.Unmap(); u.IsMulticast() || u == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
