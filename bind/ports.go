@@ -36,11 +36,7 @@ func selectBit(w uint64, k int) uint16 { // index of the k-th (0-based) set bit 
 type Range struct {
 	Low, High uint16
 	reserved  *bitmap // nil: none
-	// The bitmap words of Low and High, and which of their ports are in
-	// the range: every word between is whole.
-	lowWord, highWord int
-	lowMask, highMask uint64
-	size              int // ports bind(0) may choose
+	size      int     // ports bind(0) may choose
 }
 
 // NewRange checks and builds a range; low = high = 0 means the default.
@@ -51,16 +47,14 @@ func NewRange(low, high uint16, reserved []uint16) (*Range, error) {
 	if low == 0 || low > high {
 		return nil, fmt.Errorf("ephemeral range %d-%d: want 1 <= low <= high <= 65535: %w", low, high, syscall.EINVAL)
 	}
-	r := &Range{Low: low, High: high, lowWord: int(low >> 6), highWord: int(high >> 6)}
-	r.lowMask = ^uint64(0) << (low & 63)
-	r.highMask = ^uint64(0) >> (63 - high&63)
+	r := &Range{Low: low, High: high}
 	if len(reserved) > 0 {
 		r.reserved = new(bitmap)
 		for _, p := range reserved {
 			r.reserved.set(p)
 		}
 	}
-	for w := r.lowWord; w <= r.highWord; w++ {
+	for w := int(low >> 6); w <= int(high>>6); w++ {
 		r.size += bits.OnesCount64(r.allowedWord(w))
 	}
 	return r, nil
@@ -73,17 +67,19 @@ func (r *Range) allowed(p uint16) bool { return p >= r.Low && p <= r.High && !r.
 func (r *Range) reservedPort(p uint16) bool { return r.reserved != nil && r.reserved.has(p) }
 
 // allowedWord returns the ports of bitmap word w (ports 64w to 64w+63)
-// that bind(0) may choose.
+// that bind(0) may choose: every word between those of Low and High is
+// whole.
 func (r *Range) allowedWord(w int) uint64 {
-	if w < r.lowWord || w > r.highWord {
+	lw, hw := int(r.Low>>6), int(r.High>>6)
+	if w < lw || w > hw {
 		return 0
 	}
 	m := ^uint64(0)
-	if w == r.lowWord {
-		m &= r.lowMask
+	if w == lw {
+		m &= ^uint64(0) << (r.Low & 63)
 	}
-	if w == r.highWord {
-		m &= r.highMask
+	if w == hw {
+		m &= ^uint64(0) >> (63 - r.High&63)
 	}
 	if r.reserved != nil {
 		m &^= r.reserved[w]
