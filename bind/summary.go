@@ -268,9 +268,6 @@ func (m *keyed[K]) conflict(k K, n *lookup.Entry, unfold func(K, cell) attrs) bo
 			return true
 		}
 	}
-	if len(m.more) == 0 {
-		return false
-	}
 	for _, c := range m.more[k] {
 		if c.a.conflicts(n) {
 			return true
