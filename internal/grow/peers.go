@@ -136,7 +136,7 @@ func (f *peerFilter) remove(h uint64) {
 
 // A port keeps two filters of one kind: of the peers of its entries in the
 // 4-tuple index (peerKind), and of the devices of its entries keyed by a
-// device in the address index (deviceKind). A lookup of a datagram whose
+// device in the address index (deviceKind); no entry is counted in both. A lookup of a datagram whose
 // interface has no such entry on the port then skips the device's keys.
 type filterKind struct {
 	// of returns the filter's place in a port's slot.
@@ -165,8 +165,11 @@ var (
 func (g *Engine) devHash(dev int32) uint64 { return fold(uint64(uint32(dev))^g.seed, g.mulC) }
 
 // add counts in pr's filter of kind k what e, an entry about to be
-// published, needs there; the caller holds pr's lock.
+// published, needs there, if k counts e; the caller holds pr's lock.
 func (k filterKind) add(g *Engine, pr *Port, e *lookup.Entry) {
+	if !k.in(e) {
+		return
+	}
 	at := k.of(pr.s)
 	f := at.Load()
 	if f == nil {
@@ -180,10 +183,13 @@ func (k filterKind) add(g *Engine, pr *Port, e *lookup.Entry) {
 	f.add(k.hash(g, e))
 }
 
-// drop uncounts in pr's filter of kind k what e needed there, once e has
-// left its index and pr's chain, clearing its bit if no other entry needs
-// it. The caller holds pr's lock.
+// drop uncounts in pr's filter of kind k what e needed there, if k counts
+// e, once e has left its index and pr's chain, clearing its bit if no
+// other entry needs it. The caller holds pr's lock.
 func (k filterKind) drop(g *Engine, pr *Port, e *lookup.Entry) {
+	if !k.in(e) {
+		return
+	}
 	f := k.of(pr.s).Load()
 	if n := f.n - 1; f.size() > minPeerBits && n*maxBitsPerPeer < f.size() && g.rebuildable(pr, n) {
 		k.rebuild(g, pr, f.size()/4, nil)

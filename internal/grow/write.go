@@ -65,9 +65,7 @@ func (g *Engine) Link(pr *Port, e *lookup.Entry) {
 		e.Group = g.GroupOf(pr, e)
 		e.Group.Add(e)
 	}
-	if byDevice(e) {
-		deviceKind.add(g, pr, e)
-	}
+	deviceKind.add(g, pr, e) // an unconnected e has no peer to count
 	g.insert(pr, e)
 	pr.s.list.PushFront(&e.N1)
 	g.count(pr, e, 1)
@@ -98,19 +96,13 @@ func (g *Engine) Replace(pr *Port, old, e *lookup.Entry) {
 	pr.s.list.Seq.Begin()
 	// Its peer, or its device, is in its filter before it is published:
 	// a lookup that skips the index must not miss it there.
-	if inConns(e) {
-		peerKind.add(g, pr, e)
-	} else if byDevice(e) {
-		deviceKind.add(g, pr, e)
-	}
+	peerKind.add(g, pr, e)
+	deviceKind.add(g, pr, e)
 	g.insert4(pr, e)
 	pr.s.list.Replace(&old.N1, &e.N1)
 	unshared := g.remove4(pr, old)
-	if inConns(old) {
-		peerKind.drop(g, pr, old)
-	} else if byDevice(old) {
-		deviceKind.drop(g, pr, old)
-	}
+	peerKind.drop(g, pr, old)
+	deviceKind.drop(g, pr, old)
 	g.unshare(pr, unshared)
 	pr.s.list.Seq.End()
 	if old.Group != nil {
@@ -133,11 +125,8 @@ func (g *Engine) Unlink(pr *Port, e *lookup.Entry) {
 	if e.Group != nil {
 		g.leave(pr, e)
 	}
-	if inConns(e) {
-		peerKind.drop(g, pr, e)
-	} else if byDevice(e) {
-		deviceKind.drop(g, pr, e)
-	}
+	peerKind.drop(g, pr, e)
+	deviceKind.drop(g, pr, e)
 	g.count(pr, e, -1)
 }
 
