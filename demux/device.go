@@ -43,37 +43,34 @@ func (t *Table[V]) SetDevice(s *Socket[V], device int) error {
 // setDevice checks device once it knows s is open: a closed socket is
 // EBADF whatever the device.
 func (w *writes[V, P, E]) setDevice(s *Socket[V], device int) error {
-	h, old, err := w.lockOpen(s, "setdevice")
-	defer w.e.Unlock(h)
-	if err != nil {
-		return err
-	}
-	if device < 0 || device > math.MaxInt32 {
-		return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
-	}
-	f, in4 := s.s.First4()
-	move := in4 && lookup.TupleOf(old).With(f.Seq) != f
-	if int(old.Device) == device && !move {
-		return nil // no 4-tuple to move, and the group stays the same
-	}
-	e := &lookup.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
-	e.Device = int32(device)
-	e.Group = nil // replace finds the group of the new device
-	if move {
-		// The socket, in the 4-tuple hash at another 4-tuple, moves to
-		// e's, as the newest there (Linux's udp_lib_rehash on
-		// SO_BINDTODEVICE; a socket whose 4-tuple is unchanged stays in
-		// its slot and keeps its order). A connected e takes the 4-tuple
-		// precedence for its peer; an unconnected one has none, and the
-		// socket keeps its place in the 4-tuple hash all the same, so that
-		// a later connect does not take precedence.
-		f = lookup.TupleOf(e)
-		f.Seq = w.t.seq.Add(1)
-		s.s.MoveFirst4(f)
-		lookup.Place4(e, f, true)
-	}
-	w.replace(h, s, old, e)
-	return nil
+	return w.onOpen(s, "setdevice", func(h P, old *lookup.Entry) error {
+		if device < 0 || device > math.MaxInt32 {
+			return s.opError("setdevice", fmt.Errorf("device %d: %w", device, syscall.EINVAL))
+		}
+		f, in4 := s.s.First4()
+		move := in4 && lookup.TupleOf(old).With(f.Seq) != f
+		if int(old.Device) == device && !move {
+			return nil // no 4-tuple to move, and the group stays the same
+		}
+		e := &lookup.Entry{Face: old.Face, Peer4: old.Peer4, Owner: old.Owner}
+		e.Device = int32(device)
+		e.Group = nil // replace finds the group of the new device
+		if move {
+			// The socket, in the 4-tuple hash at another 4-tuple, moves to
+			// e's, as the newest there (Linux's udp_lib_rehash on
+			// SO_BINDTODEVICE; a socket whose 4-tuple is unchanged stays in
+			// its slot and keeps its order). A connected e takes the 4-tuple
+			// precedence for its peer; an unconnected one has none, and the
+			// socket keeps its place in the 4-tuple hash all the same, so that
+			// a later connect does not take precedence.
+			f = lookup.TupleOf(e)
+			f.Seq = w.t.seq.Add(1)
+			s.s.MoveFirst4(f)
+			lookup.Place4(e, f, true)
+		}
+		w.replace(h, s, old, e)
+		return nil
+	})
 }
 
 // SetDevice binds the socket to interface device after Bind; see

@@ -48,35 +48,32 @@ func (t *Table[V]) Disconnect(s *Socket[V]) error {
 
 // disconnect is Disconnect for a socket of the table.
 func (w *writes[V, P, E]) disconnect(s *Socket[V]) error {
-	h, old, err := w.lockOpen(s, "disconnect")
-	defer w.e.Unlock(h)
-	if err != nil {
-		return err
-	}
-	e := &lookup.Entry{
-		Face:  lookup.Face{Port: old.Port, Flags: old.Flags &^ (lookup.Connected | lookup.Hash4), Ref: old.Ref},
-		Owner: old.Owner,
-	}
-	l := ipv6.LocalOf(old)
-	wild := s.boundAddr().IsUnspecified()
-	if wild {
-		// The wildcard bound once, so binding it again cannot fail.
-		l, _ = ipv6.Bind(s.boundAddr(), s.s.Opts&optV6Only != 0, 0, nil)
-	}
-	l.SetOn(e)
-	if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
-		return nil // unconnected and unbound to a device: nothing changes
-	}
-	sk := e.Sock()
-	if e.Key() != old.Key() {
-		sk.BindSeq = w.t.seq.Add(1)
-	}
-	if wild {
-		sk.ForgetFirst4()
-	}
-	e.Seq = sk.BindSeq
-	w.replace(h, s, old, e)
-	return nil
+	return w.onOpen(s, "disconnect", func(h P, old *lookup.Entry) error {
+		e := &lookup.Entry{
+			Face:  lookup.Face{Port: old.Port, Flags: old.Flags &^ (lookup.Connected | lookup.Hash4), Ref: old.Ref},
+			Owner: old.Owner,
+		}
+		l := ipv6.LocalOf(old)
+		wild := s.boundAddr().IsUnspecified()
+		if wild {
+			// The wildcard bound once, so binding it again cannot fail.
+			l, _ = ipv6.Bind(s.boundAddr(), s.s.Opts&optV6Only != 0, 0, nil)
+		}
+		l.SetOn(e)
+		if e.Flags == old.Flags && e.V4 == old.V4 && e.V6 == old.V6 && old.Device == 0 {
+			return nil // unconnected and unbound to a device: nothing changes
+		}
+		sk := e.Sock()
+		if e.Key() != old.Key() {
+			sk.BindSeq = w.t.seq.Add(1)
+		}
+		if wild {
+			sk.ForgetFirst4()
+		}
+		e.Seq = sk.BindSeq
+		w.replace(h, s, old, e)
+		return nil
+	})
 }
 
 // Disconnect returns the socket to unconnected; see Table.Disconnect,

@@ -138,19 +138,16 @@ func (t *Table[V]) Connect(s *Socket[V], remote netip.AddrPort, local netip.Addr
 // connect is Connect for a socket of the table.
 func (w *writes[V, P, E]) connect(s *Socket[V], remote netip.AddrPort, local netip.Addr) error {
 	t := w.t
-	h, old, err := w.lockOpen(s, "connect")
-	defer w.e.Unlock(h)
-	if err != nil {
-		return err
-	}
-	l, peer, err := ipv6.Connect(ipv6.LocalOf(old), int(old.Device), remote, local, t.zones)
-	if err != nil {
-		return s.opError("connect", err)
-	}
-	e := l.Connected(old, peer)
-	lookup.Order(e, old, &t.seq)
-	w.replace(h, s, old, e)
-	return nil
+	return w.onOpen(s, "connect", func(h P, old *lookup.Entry) error {
+		l, peer, err := ipv6.Connect(ipv6.LocalOf(old), int(old.Device), remote, local, t.zones)
+		if err != nil {
+			return s.opError("connect", err)
+		}
+		e := l.Connected(old, peer)
+		lookup.Order(e, old, &t.seq)
+		w.replace(h, s, old, e)
+		return nil
+	})
 }
 
 // replace publishes e, a new state of s, in place of old, its current one:
@@ -192,15 +189,16 @@ var errForeign = fmt.Errorf("socket of another table: %w", syscall.EBADF)
 // serves a net.PacketConn checks for to end its loops.
 var errClosed = fmt.Errorf("%w (%w)", syscall.EBADF, net.ErrClosed)
 
-// lockOpen locks the port of s, a socket of the table, and returns the
-// handle and s's current entry, or an EBADF error for op if s is closed
-// (the port locked all the same: the caller unlocks h in both cases).
-func (w *writes[V, P, E]) lockOpen(s *Socket[V], op string) (h P, cur *lookup.Entry, err error) {
-	h = w.e.LockPort(s.s.Cur.Load().Port) // every entry of s has its port
+// onOpen locks the port of s, a socket of the table, and returns what f
+// returns given the handle and s's current entry, or an EBADF error for
+// op if s is closed; it unlocks the port after f, even if f panics.
+func (w *writes[V, P, E]) onOpen(s *Socket[V], op string, f func(h P, cur *lookup.Entry) error) error {
+	h := w.e.LockPort(s.s.Cur.Load().Port) // every entry of s has its port
+	defer w.e.Unlock(h)
 	if s.s.Closed.Load() {
-		return h, nil, s.opError(op, errClosed)
+		return s.opError(op, errClosed)
 	}
-	return h, s.s.Cur.Load(), nil
+	return f(h, s.s.Cur.Load())
 }
 
 // Close unbinds s. Closing a closed socket fails with an error wrapping
@@ -215,24 +213,21 @@ func (t *Table[V]) Close(s *Socket[V]) error {
 // close is Close for a socket of the table.
 func (w *writes[V, P, E]) close(s *Socket[V]) error {
 	t := w.t
-	h, e, err := w.lockOpen(s, "close")
-	defer w.e.Unlock(h)
-	if err != nil {
-		return err
-	}
-	w.e.Unlink(h, e)
-	s.s.Closed.Store(true)
-	// Counted out before the port event, so that an OnPort hook that
-	// panics finds the close complete: the socket is gone, and Len and
-	// Verify agree with the tables.
-	t.occ.Remove(e)
-	// Port event 1→0, after unlinking and after the address event,
-	// deferred so that it follows an OnAddr that panics too.
-	defer t.occ.Release(e.Port)
-	if t.onAddr != nil {
-		_ = t.onAddr(s.eventAddr(e.Port), s.s.Opts&optV6Only != 0, false)
-	}
-	return nil
+	return w.onOpen(s, "close", func(h P, e *lookup.Entry) error {
+		w.e.Unlink(h, e)
+		s.s.Closed.Store(true)
+		// Counted out before the port event, so that an OnPort hook that
+		// panics finds the close complete: the socket is gone, and Len and
+		// Verify agree with the tables.
+		t.occ.Remove(e)
+		// Port event 1→0, after unlinking and after the address event,
+		// deferred so that it follows an OnAddr that panics too.
+		defer t.occ.Release(e.Port)
+		if t.onAddr != nil {
+			_ = t.onAddr(s.eventAddr(e.Port), s.s.Opts&optV6Only != 0, false)
+		}
+		return nil
+	})
 }
 
 // claimAddr tells OnAddr, if set, that s is about to be bound on port,
