@@ -62,20 +62,16 @@ func (s *Socket[V]) setBound(t *Table[V], o Options, v6only bool, scope int) {
 		s.h = &home[V]{t: t, zone: z, scope: scope}
 	}
 	s.addr = lookup.Addr16Of(o.Addr)
-	var f uint8
-	if o.Addr.Is4() {
-		f |= optAddr4
+	s.s.Opts = flagIf(o.Addr.Is4(), optAddr4) | flagIf(o.ReuseAddr, optReuseAddr) |
+		flagIf(o.ReusePort, optReusePort) | flagIf(v6only, optV6Only)
+}
+
+// flagIf returns the flag f if on is set, else 0.
+func flagIf(on bool, f uint8) uint8 {
+	if on {
+		return f
 	}
-	if o.ReuseAddr {
-		f |= optReuseAddr
-	}
-	if o.ReusePort {
-		f |= optReusePort
-	}
-	if v6only {
-		f |= optV6Only
-	}
-	s.s.Opts = f
+	return 0
 }
 
 // boundAddr returns the address s was bound to, as given.

@@ -34,12 +34,7 @@ func (t *Table[V]) Bind(o Options, v V) (*Socket[V], error) {
 	// set: ipv6.Bind refuses another.
 	e := &lookup.Entry{Face: lookup.Face{Port: o.Port, Device: int32(max(o.Device, l.Device)), Ref: t.newRef(&s.s, v)}, Owner: o.Owner}
 	l.SetOn(e)
-	if o.ReuseAddr {
-		e.Flags |= lookup.ReuseAddr
-	}
-	if o.ReusePort {
-		e.Flags |= lookup.ReusePort
-	}
+	e.Flags |= flagIf(o.ReuseAddr, lookup.ReuseAddr) | flagIf(o.ReusePort, lookup.ReusePort)
 
 	if err := t.w.bind(s, e, o); err != nil {
 		return nil, err
