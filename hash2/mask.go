@@ -164,10 +164,11 @@ type twinKey struct {
 	port uint16
 }
 
-// twins reports whether slot i's chain holds twins: by comparing every
-// pair in a chain of at most exactMax entries, which a close recounts and
-// must not allocate for, and with a set in a longer one, which only
-// VerifySummary counts, on chains that may hold any number of entries.
+// twins reports whether slot i's chain holds twins: by comparing each
+// entry with the others (hasTwin) in a chain of at most exactMax entries,
+// which a close recounts and must not allocate for, and with a set in a
+// longer one, which only VerifySummary counts, on chains that may hold any
+// number of entries.
 func (t *Table) twins(i int) bool {
 	if t.slots[i].Len() > exactMax {
 		seen := map[twinKey]bool{}
@@ -182,11 +183,8 @@ func (t *Table) twins(i int) bool {
 		return false
 	}
 	for n := t.slots[i].First(); n != nil; n = n.Next.Load() {
-		e := lookup.OfSecondary(n)
-		for m := n.Next.Load(); m != nil; m = m.Next.Load() {
-			if x := lookup.OfSecondary(m); x.Port == e.Port && x.Key() == e.Key() {
-				return true
-			}
+		if e := lookup.OfSecondary(n); t.hasTwin(i, e, e) {
+			return true
 		}
 	}
 	return false
