@@ -66,11 +66,10 @@ func New[V any](cfg Config) (*Table[V], error) {
 	if cfg.Slots != 0 && !lookup.ValidSlots(cfg.Slots) {
 		return nil, newError("%d slots: want 0 or a power of two from %d to %d: %w", cfg.Slots, lookup.MinSlots, lookup.MaxSlots, syscall.EINVAL)
 	}
-	rng := cfg.Rand
-	if rng != nil && isNil(rng) {
-		return nil, newError("Rand is a nil %T: %w", rng, syscall.EINVAL)
+	if isNil(cfg.Rand) {
+		return nil, newError("Rand is a nil %T: %w", cfg.Rand, syscall.EINVAL)
 	}
-	rnd := bind.NewRand(rng) // nil: the runtime's generator
+	rnd := bind.NewRand(cfg.Rand) // nil: the runtime's generator
 	r, err := bind.NewRange(cfg.PortLow, cfg.PortHigh, cfg.ReservedPorts)
 	if err != nil {
 		return nil, &OpError{Op: "new", Err: err}
@@ -125,7 +124,8 @@ func New[V any](cfg Config) (*Table[V], error) {
 }
 
 // isNil reports whether src is an interface holding a nil pointer, map,
-// func or channel: a typed nil, whose methods would panic.
+// func or channel: a typed nil, whose methods would panic. A nil src
+// holds none (its Kind is Invalid).
 func isNil(src mrand.Source) bool {
 	switch v := reflect.ValueOf(src); v.Kind() {
 	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
