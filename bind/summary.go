@@ -192,13 +192,12 @@ func (m *keyed[K]) add(k K, a attrs, d int, fold func(attrs) (cell, bool)) {
 	defer m.fit()
 	c, ok := fold(a)
 	if _, one := m.ones[k]; one {
+		delete(m.ones, k)
 		if d == -1 && ok && same(c, m.common) {
-			delete(m.ones, k)
 			return
 		}
 		// k gets a second socket, or a count ones cannot hold: its one
 		// socket moves to a cell, and k is counted there.
-		delete(m.ones, k)
 		first := m.common
 		first.n = 1
 		put(&m.cells, k, first)
