@@ -494,11 +494,9 @@ func (m *Map[K, E]) Check() error {
 	var n int64
 	seen := map[*E]bool{}
 	once := func(e *E) bool {
-		if seen[e] {
-			return false
-		}
+		first := !seen[e]
 		seen[e] = true
-		return true
+		return first
 	}
 	for i := range t.lines {
 		l := &t.lines[i]
