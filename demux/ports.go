@@ -27,7 +27,9 @@ func (t *Table[V]) Sockets() iter.Seq[*Socket[V]] {
 	return func(yield func(*Socket[V]) bool) {
 		var buf []*Socket[V]
 		for p := range t.Ports() {
-			buf = t.portSockets(p, buf[:0])
+			// p's sockets, read under its lock, in bind order.
+			buf = t.w.portSockets(p, buf[:0])
+			slices.SortFunc(buf, func(a, b *Socket[V]) int { return cmp.Compare(a.s.Bound, b.s.Bound) })
 			for _, s := range buf {
 				if !yield(s) {
 					return
@@ -35,14 +37,6 @@ func (t *Table[V]) Sockets() iter.Seq[*Socket[V]] {
 			}
 		}
 	}
-}
-
-// portSockets appends to buf the sockets on port p, in bind order, read
-// under p's lock.
-func (t *Table[V]) portSockets(p uint16, buf []*Socket[V]) []*Socket[V] {
-	buf = t.w.portSockets(p, buf)
-	slices.SortFunc(buf, func(a, b *Socket[V]) int { return cmp.Compare(a.s.Bound, b.s.Bound) })
-	return buf
 }
 
 // portSockets appends the sockets on port p to buf, newest first.
