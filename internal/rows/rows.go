@@ -99,12 +99,7 @@ func (r Row) Label() string {
 
 // Needs6 reports whether the row needs IPv6 on loopback.
 func (r Row) Needs6() bool {
-	for _, s := range r.Steps {
-		if s.Kind == Bind && s.Bind.Addr.Is6() {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.Steps, func(s Step) bool { return s.Kind == Bind && s.Bind.Addr.Is6() })
 }
 
 // WantSock returns the socket a Send step expects to receive its datagram,
