@@ -267,12 +267,7 @@ func (m *keyed[K]) conflict(k K, n *lookup.Entry, unfold func(K, cell) attrs) bo
 			return true
 		}
 	}
-	for _, c := range m.more[k] {
-		if c.a.conflicts(n) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.more[k], func(c class) bool { return c.a.conflicts(n) })
 }
 
 // all returns every key's classes and their counts, for Verify.
@@ -410,12 +405,7 @@ func (s *Summary) conflicts(n *lookup.Entry) bool {
 		if s.wild.first.n > 0 && wildConflicts(n, s.wild.first.a) {
 			return true
 		}
-		for _, c := range s.wild.more {
-			if wildConflicts(n, c.a) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(s.wild.more, func(c class) bool { return wildConflicts(n, c.a) })
 	}
 	return s.byV4.conflict(n.V4, n, attrsOf4) || s.byV4.conflict(0, n, attrsOf4) ||
 		s.byV6.conflict(n.V6, n, attrsOf6) || s.byV6.conflict(lookup.Wild6, n, attrsOf6)
