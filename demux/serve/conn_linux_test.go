@@ -521,6 +521,36 @@ func TestConnBadInput(t *testing.T) {
 	assert.ErrorIs(t, c.Close(), net.ErrClosed, "a second Close")
 }
 
+// TestConnOversizedWrite: a write longer than the family's largest UDP
+// payload fails with EMSGSIZE every time, as on a kernel socket, and the
+// largest one goes out. Repeated, the long write to one peer is a run
+// that the Conn would otherwise queue, reporting success for a datagram
+// the kernel then refuses.
+func TestConnOversizedWrite(t *testing.T) {
+	for _, tc := range []struct {
+		local, peer string
+		max         int
+	}{
+		{"127.0.0.2", "127.0.0.9:9", 65535 - 20 - 8},
+		{"::1", "[::1]:9", 65535 - 8},
+	} {
+		t.Run(tc.local, func(t *testing.T) {
+			cs := newConnServer(t)
+			c := cs.listen(t, tc.local, 0)
+			to := netip.MustParseAddrPort(tc.peer)
+			for i := range 3 {
+				n, err := c.WriteToUDPAddrPort(make([]byte, tc.max+1), to)
+				assert.ErrorIs(t, err, syscall.EMSGSIZE, "write %d", i)
+				assert.Zero(t, n, "write %d", i)
+			}
+			n, err := c.WriteToUDPAddrPort(make([]byte, tc.max), to)
+			require.NoError(t, err)
+			assert.Equal(t, tc.max, n)
+			require.NoError(t, c.Close())
+		})
+	}
+}
+
 // TestConnAllocs counts the allocations of a datagram's way from the
 // kernel to a Conn's reader and back: none with the AddrPort methods, and
 // one with ReadFrom, the *net.UDPAddr (with its IP) that the
