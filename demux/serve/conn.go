@@ -49,10 +49,11 @@ import (
 // Source addresses. A write on a socket bound to a specific address
 // leaves from that address. On a wildcard socket it leaves from the
 // address that the peer last wrote to (the Conn remembers that for a few
-// hundred peers at a time; for a peer it does not know, routing chooses,
-// as it does for a kernel socket), so that a service that answers with
-// WriteTo answers from the address it was asked on. A control message
-// from WriteMsgUDP chooses the source itself.
+// hundred peers at a time, and always for the last four; for a peer it
+// does not know, routing chooses, as it does for a kernel socket), so
+// that a service that answers with WriteTo answers from the address it
+// was asked on. A control message from WriteMsgUDP chooses the source
+// itself.
 //
 // Writes. A write that continues a run (the same length to the same
 // peer as the write before it), or that finds datagrams queued, copies
@@ -919,11 +920,16 @@ func (d *deadline) check() (passed bool, changed <-chan struct{}) {
 }
 
 // peerRoutes remembers, for a wildcard socket, which local address each
-// recent peer wrote to: a direct-mapped table, where a newer peer takes
-// an older one's slot, so that it stays small however many peers write.
+// recent peer wrote to: sets of four peers, chosen by hash, where a peer
+// new to its set takes the place of the one learned longest ago, so that
+// it stays small however many peers write. Four ways, not one slot per
+// hash: two peers that shared a slot would forget each other while both
+// wait for answers, and the answer to the first would leave from
+// whatever address routing chooses (with four ways, any four peers are
+// remembered).
 type peerRoutes struct {
-	seed  maphash.Seed
-	slots [256]peerRoute
+	seed maphash.Seed
+	sets [64][4]peerRoute
 }
 
 type peerRoute struct {
@@ -932,19 +938,29 @@ type peerRoute struct {
 	ifindex int
 }
 
-func (r *peerRoutes) slot(peer netip.AddrPort) *peerRoute {
-	return &r.slots[maphash.Comparable(r.seed, peer)%uint64(len(r.slots))]
+func (r *peerRoutes) set(peer netip.AddrPort) *[4]peerRoute {
+	return &r.sets[maphash.Comparable(r.seed, peer)%uint64(len(r.sets))]
 }
 
 func (r *peerRoutes) learn(peer netip.AddrPort, local netip.Addr, ifindex int) {
-	*r.slot(peer) = peerRoute{peer, local, ifindex}
+	s := r.set(peer)
+	i := 0
+	for i < len(s)-1 && s[i].peer != peer {
+		i++
+	}
+	// s[i] is peer's entry, or else the set's oldest: the newer ones
+	// move down one, and peer goes first.
+	copy(s[1:i+1], s[:i])
+	s[0] = peerRoute{peer, local, ifindex}
 }
 
 // lookup returns where peer last wrote to: the zero Addr if not known.
 func (r *peerRoutes) lookup(peer netip.AddrPort) (netip.Addr, int) {
 	peer = netip.AddrPortFrom(peer.Addr().Unmap(), peer.Port())
-	if s := r.slot(peer); s.peer == peer {
-		return s.local, s.ifindex
+	for _, e := range r.set(peer) {
+		if e.peer == peer {
+			return e.local, e.ifindex
+		}
 	}
 	return netip.Addr{}, 0
 }
