@@ -925,8 +925,8 @@ func (d *deadline) check() (passed bool, changed <-chan struct{}) {
 // it stays small however many peers write. Four ways, not one slot per
 // hash: two peers that shared a slot would forget each other while both
 // wait for answers, and the answer to the first would leave from
-// whatever address routing chooses (with four ways, any four peers are
-// remembered).
+// whatever address routing chooses (with four ways, the last four peers
+// that wrote are always remembered).
 type peerRoutes struct {
 	seed maphash.Seed
 	sets [64][4]peerRoute
